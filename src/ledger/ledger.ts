@@ -1,0 +1,274 @@
+import type { SerializedError } from '../core/errors.js';
+import type { AttemptOutcome, FailureReason, JobState } from './states.js';
+
+/**
+ * The ledger: the one durable record of which jobs exist, which attempt runs where, and
+ * how each one ended. Every operation is one guarded transaction (a compare-and-swap)
+ * that returns what it changed or why it refused; a refusal is a value with a `reason`
+ * code, never an exception. Exceptions are reserved for bad input (LedgerError with a
+ * code) and for storage failures, after which nothing was changed.
+ *
+ * All times are milliseconds since the epoch and come from the ledger's injected clock,
+ * never from a caller: a worker's clock never decides a deadline.
+ */
+export interface Ledger {
+  submit(params: SubmitParams): Promise<SubmitResult>;
+  /** Many submissions in one transaction; each answer in the order given. */
+  submitMany(params: SubmitParams[]): Promise<SubmitResult[]>;
+  grantLease(params: GrantLeaseParams): Promise<GrantLeaseResult>;
+  renewLeases(params: RenewLeasesParams): Promise<RenewLeasesResult>;
+  checkLease(params: LeaseRef): Promise<CheckLeaseResult>;
+  recordProgress(params: RecordProgressParams): Promise<FenceResult>;
+  settle(params: SettleParams): Promise<SettleResult>;
+  cancel(params: CancelParams): Promise<CancelResult>;
+  /** Fails a queued job at once because no worker can run it. */
+  reject(params: RejectParams): Promise<RejectResult>;
+  /** One sweeper pass at the ledger's current time. */
+  sweep(params?: SweepParams): Promise<SweepReport>;
+  /** The oldest unsent outbox rows that are due, oldest first. */
+  outboxTake(limit: number): Promise<OutboxMessage[]>;
+  outboxMarkSent(ids: readonly number[]): Promise<void>;
+  outboxStats(): Promise<OutboxStats>;
+  getJob(jobId: string, tenant?: string): Promise<Job | undefined>;
+  getAttempts(jobId: string): Promise<AttemptRecord[]>;
+  listJobs(params: ListJobsParams): Promise<JobPage>;
+  countJobsByState(): Promise<Record<JobState, number>>;
+  close(): Promise<void>;
+}
+
+export interface LedgerConfig {
+  /** How long a lease lasts after a grant or renewal. */
+  leaseTtlMs: number;
+  /** Backoff before attempt n+1 after attempt n failed transiently or expired: base * 2^(n-1). */
+  backoffBaseMs: number;
+  /** Upper bound on one backoff. */
+  backoffMaxMs: number;
+  /** Attempts per job unless a submission says otherwise. */
+  defaultMaxAttempts: number;
+  /** A queued, due job whose work message has gone unleased this long gets it again. */
+  redispatchAfterMs: number;
+}
+
+export const defaultLedgerConfig: LedgerConfig = {
+  leaseTtlMs: 90_000,
+  backoffBaseMs: 2_000,
+  backoffMaxMs: 300_000,
+  defaultMaxAttempts: 3,
+  redispatchAfterMs: 300_000,
+};
+
+export function backoffFor(config: LedgerConfig, failedAttempt: number): number {
+  return Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** Math.max(0, failedAttempt - 1));
+}
+
+export interface Job {
+  id: string;
+  tenant: string;
+  type: string;
+  input: unknown;
+  requires: string[];
+  idempotencyKey: string | null;
+  state: JobState;
+  attempt: number;
+  maxAttempts: number;
+  notBefore: number;
+  leaseToken: string | null;
+  leaseHolder: string | null;
+  leaseDeadline: number | null;
+  cancelRequested: boolean;
+  progress: number | null;
+  progressMessage: string | null;
+  result: JobResult | null;
+  failureReason: FailureReason | null;
+  error: SerializedError | null;
+  createdAt: number;
+  updatedAt: number;
+  startedAt: number | null;
+  endedAt: number | null;
+}
+
+export interface JobResult {
+  data?: unknown;
+  /** Output name -> where it was stored (a path or URL), scoped to the settled attempt. */
+  outputs?: Record<string, string>;
+}
+
+export interface AttemptRecord {
+  jobId: string;
+  attempt: number;
+  worker: string;
+  startedAt: number;
+  endedAt: number | null;
+  outcome: AttemptOutcome | null;
+  error: SerializedError | null;
+}
+
+export interface SubmitParams {
+  tenant: string;
+  type: string;
+  input: unknown;
+  requires?: string[];
+  idempotencyKey?: string;
+  maxAttempts?: number;
+}
+
+export interface SubmitResult {
+  job: Job;
+  /** False when the idempotency key named an existing job, which is returned unchanged. */
+  created: boolean;
+}
+
+export interface LeaseRef {
+  jobId: string;
+  attempt: number;
+  token: string;
+}
+
+export interface GrantLeaseParams {
+  jobId: string;
+  attempt: number;
+  worker: string;
+}
+
+export const GrantRefusal = {
+  /** No such job. */
+  unknownJob: 'unknown_job',
+  /** The job already finished or failed. */
+  ended: 'ended',
+  /** The job is at another attempt (this message is stale, or from the future). */
+  otherAttempt: 'other_attempt',
+  /** Attempt n is already leased (to this or another worker). */
+  alreadyRunning: 'already_running',
+  /** Attempt n waits for its backoff to pass. */
+  notDue: 'not_due',
+} as const;
+export type GrantRefusal = (typeof GrantRefusal)[keyof typeof GrantRefusal];
+
+export type GrantLeaseResult =
+  | { granted: true; job: Job; token: string; deadline: number }
+  | { granted: false; reason: GrantRefusal; job?: Job };
+
+export interface RenewLeasesParams {
+  worker: string;
+  leases: LeaseRef[];
+}
+
+export const LeaseLoss = {
+  unknownJob: 'unknown_job',
+  /** The lease's deadline passed (the sweeper may not have run yet). */
+  expired: 'expired',
+  /** The job is at another attempt or the token does not match: someone else holds it. */
+  superseded: 'superseded',
+  /** The job ended. */
+  ended: 'ended',
+  /** Its tenant cancelled it: the worker should stop and settle it as cancelled. */
+  cancelled: 'cancelled',
+} as const;
+export type LeaseLoss = (typeof LeaseLoss)[keyof typeof LeaseLoss];
+
+export interface RenewLeasesResult {
+  renewed: Array<{ jobId: string; attempt: number; deadline: number }>;
+  lost: Array<{ jobId: string; attempt: number; reason: LeaseLoss }>;
+}
+
+export type CheckLeaseResult = { live: true; deadline: number } | { live: false; reason: LeaseLoss };
+
+export type FenceResult = { accepted: true } | { accepted: false; reason: LeaseLoss };
+
+export interface RecordProgressParams extends LeaseRef {
+  fraction: number;
+  message?: string;
+}
+
+export type SettleOutcome =
+  | { kind: 'finished'; result: JobResult }
+  | { kind: 'failed'; error: SerializedError };
+
+export interface SettleParams extends LeaseRef {
+  outcome: SettleOutcome;
+}
+
+export type SettleResult =
+  | { accepted: true; job: Job; transition: 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running' }
+  | { accepted: false; reason: LeaseLoss };
+
+export interface CancelParams {
+  jobId: string;
+  tenant?: string;
+}
+
+export type CancelResult =
+  | { outcome: 'cancelled'; job: Job }
+  | { outcome: 'cancel_requested'; job: Job }
+  | { outcome: 'refused'; reason: 'unknown_job' | 'ended'; job?: Job };
+
+export interface RejectParams {
+  jobId: string;
+  error: SerializedError;
+}
+
+export type RejectResult = { rejected: true; job: Job } | { rejected: false; reason: 'unknown_job' | 'not_queued' };
+
+export interface SweepParams {
+  /** At most this many rows of each kind per pass, so one pass stays bounded. */
+  limit?: number;
+}
+
+export interface SweepReport {
+  /** Expired leases moved to the next attempt. */
+  requeued: Array<{ jobId: string; attempt: number }>;
+  /** Expired leases with no attempts left. */
+  exhausted: string[];
+  /** Expired leases of jobs whose cancellation was requested. */
+  cancelled: string[];
+  /** Queued jobs whose work message was published again. */
+  redispatched: string[];
+}
+
+export const OutboxKind = { work: 'work', result: 'result' } as const;
+export type OutboxKind = (typeof OutboxKind)[keyof typeof OutboxKind];
+
+/** A work message: what a worker needs to ask for the lease. */
+export interface WorkMessage {
+  jobId: string;
+  attempt: number;
+  tenant: string;
+  type: string;
+}
+
+/** A result message, as published on `planrun.results` with message id = job id. */
+export interface ResultMessage {
+  id: string;
+  idempotencyKey: string | null;
+  tenant: string;
+  type: string;
+  state: 'finished' | 'failed';
+  attempt: number;
+  reason?: FailureReason;
+  result?: JobResult;
+  error?: SerializedError;
+}
+
+export type OutboxMessage =
+  | { id: number; kind: 'work'; jobId: string; createdAt: number; availableAt: number; body: WorkMessage }
+  | { id: number; kind: 'result'; jobId: string; createdAt: number; availableAt: number; body: ResultMessage };
+
+export interface OutboxStats {
+  unsent: number;
+  /** Creation time of the oldest unsent due row, or null when none. */
+  oldestCreatedAt: number | null;
+}
+
+export interface ListJobsParams {
+  tenant?: string;
+  state?: JobState;
+  type?: string;
+  /** Opaque cursor returned by the previous page. */
+  cursor?: string;
+  limit?: number;
+}
+
+export interface JobPage {
+  jobs: Job[];
+  nextCursor: string | null;
+}
