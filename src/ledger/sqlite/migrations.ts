@@ -1,0 +1,109 @@
+/**
+ * The ledger schema, as numbered migrations applied in order at start-up. Each applied
+ * version is recorded in `schema_migrations`; a database with a version this build does
+ * not know is refused rather than guessed at. Never edit a released migration: add one.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'jobs, attempts and outbox',
+    sql: `
+      CREATE TABLE jobs (
+        seq              INTEGER PRIMARY KEY,
+        id               TEXT    NOT NULL UNIQUE,
+        tenant           TEXT    NOT NULL,
+        type             TEXT    NOT NULL,
+        input            TEXT    NOT NULL,
+        requires         TEXT    NOT NULL,
+        idempotency_key  TEXT,
+        state            TEXT    NOT NULL CHECK (state IN ('queued', 'running', 'finished', 'failed')),
+        attempt          INTEGER NOT NULL CHECK (attempt >= 1),
+        max_attempts     INTEGER NOT NULL CHECK (max_attempts >= 1),
+        not_before       INTEGER NOT NULL,
+        redispatch_at    INTEGER,
+        lease_token      TEXT,
+        lease_holder     TEXT,
+        lease_deadline   INTEGER,
+        cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+        progress         REAL,
+        progress_message TEXT,
+        result           TEXT,
+        failure_reason   TEXT CHECK (failure_reason IN ('permanent', 'exhausted', 'cancelled', 'unroutable')),
+        error_class      TEXT CHECK (error_class IN ('permanent', 'transient', 'fatal')),
+        error_code       TEXT,
+        error_message    TEXT,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        started_at       INTEGER,
+        ended_at         INTEGER,
+        CHECK (attempt <= max_attempts),
+        CHECK ((state = 'running') = (lease_token IS NOT NULL AND lease_deadline IS NOT NULL)),
+        CHECK ((state IN ('finished', 'failed')) = (ended_at IS NOT NULL)),
+        CHECK ((state = 'failed') = (failure_reason IS NOT NULL)),
+        CHECK (state <> 'queued' OR redispatch_at IS NOT NULL)
+      );
+
+      CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
+      -- The sweeper's two questions, each answered from an index of what is due.
+      CREATE INDEX jobs_lease_due ON jobs (lease_deadline) WHERE state = 'running';
+      CREATE INDEX jobs_redispatch_due ON jobs (redispatch_at) WHERE state = 'queued';
+      CREATE INDEX jobs_tenant_listing ON jobs (tenant, seq);
+      CREATE INDEX jobs_state_listing ON jobs (state, seq);
+
+      -- The state machine, enforced by the database as well as by every operation.
+      CREATE TRIGGER jobs_state_edges BEFORE UPDATE OF state ON jobs
+      WHEN OLD.state <> NEW.state AND NOT (
+           (OLD.state = 'queued'  AND NEW.state IN ('running', 'failed'))
+        OR (OLD.state = 'running' AND NEW.state IN ('queued', 'finished', 'failed'))
+      )
+      BEGIN
+        SELECT RAISE(ABORT, 'planrun ledger: illegal job state transition');
+      END;
+
+      CREATE TRIGGER jobs_terminal_frozen BEFORE UPDATE ON jobs
+      WHEN OLD.state IN ('finished', 'failed')
+      BEGIN
+        SELECT RAISE(ABORT, 'planrun ledger: a terminal job never changes');
+      END;
+
+      CREATE TRIGGER jobs_attempt_grows BEFORE UPDATE OF attempt ON jobs
+      WHEN NEW.attempt < OLD.attempt
+      BEGIN
+        SELECT RAISE(ABORT, 'planrun ledger: attempts only grow');
+      END;
+
+      CREATE TABLE attempts (
+        job_id     TEXT    NOT NULL REFERENCES jobs (id),
+        attempt    INTEGER NOT NULL,
+        worker     TEXT    NOT NULL,
+        started_at INTEGER NOT NULL,
+        ended_at   INTEGER,
+        outcome    TEXT CHECK (outcome IN ('finished', 'failed', 'retried', 'expired', 'cancelled')),
+        error      TEXT,
+        PRIMARY KEY (job_id, attempt),
+        CHECK ((ended_at IS NULL) = (outcome IS NULL))
+      ) WITHOUT ROWID;
+
+      CREATE TABLE outbox (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind         TEXT    NOT NULL CHECK (kind IN ('work', 'result')),
+        job_id       TEXT    NOT NULL REFERENCES jobs (id),
+        body         TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        available_at INTEGER NOT NULL,
+        sent_at      INTEGER
+      );
+
+      CREATE INDEX outbox_unsent ON outbox (id) WHERE sent_at IS NULL;
+      CREATE INDEX outbox_by_job ON outbox (job_id, kind);
+      -- One result-or-failure message per job, whatever races happen above.
+      CREATE UNIQUE INDEX outbox_one_result ON outbox (job_id) WHERE kind = 'result';
+    `,
+  },
+];

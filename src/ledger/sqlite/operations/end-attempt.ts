@@ -1,0 +1,111 @@
+/**
+ * The exits from running@n, shared by settle (the worker reports) and sweep (the lease
+ * ran out). Each is one guarded UPDATE keyed to (job, attempt, lease token) and to the
+ * lease being live (settle) or expired (sweep); it returns false, changing nothing, when
+ * the guard no longer holds. On success it closes the attempt's history row and writes
+ * the outbox row that announces what happened, in the caller's transaction.
+ *
+ *   finish        running@n -> finished            + result message
+ *   fail          running@n -> failed/<reason>     + failure message
+ *   requeue       running@n -> queued@n+1 after backoff + work message due then
+ */
+import type { SerializedError } from '../../../core/errors.js';
+import { backoffFor, type JobResult } from '../../ledger.js';
+import type { AttemptOutcome, FailureReason } from '../../states.js';
+import type { SqliteContext } from '../context.js';
+import { type JobRow, selectJobById } from '../rows.js';
+import { enqueueResult, enqueueWork } from './outbox.js';
+
+/** Whether the exit requires the lease to be live (a settle) or expired (a sweep). */
+export type LeaseExpectation = 'live' | 'expired';
+
+const guard = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
+  AND CASE @expect WHEN 'live' THEN lease_deadline > @now ELSE lease_deadline <= @now END`;
+
+const finishSql = `UPDATE jobs SET state = 'finished', result = @result, lease_token = NULL, lease_deadline = NULL,
+    progress = 1, ended_at = @now, updated_at = @now
+  WHERE ${guard}`;
+
+const failSql = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
+    error_code = @errorCode, error_message = @errorMessage, lease_token = NULL, lease_deadline = NULL,
+    ended_at = @now, updated_at = @now
+  WHERE ${guard}`;
+
+const requeueSql = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
+    redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = @now
+  WHERE ${guard}`;
+
+const closeAttempt = `UPDATE attempts SET ended_at = @now, outcome = @outcome, error = @error
+  WHERE job_id = @jobId AND attempt = @attempt AND ended_at IS NULL`;
+
+interface Exit {
+  row: JobRow;
+  expect: LeaseExpectation;
+}
+
+function guardParams(ctx: SqliteContext, { row, expect }: Exit) {
+  return { jobId: row.id, attempt: row.attempt, token: row.lease_token, expect, now: ctx.clock.now() };
+}
+
+function close(ctx: SqliteContext, row: JobRow, outcome: AttemptOutcome, error: SerializedError | null): JobRow {
+  ctx.sql(closeAttempt).run({
+    jobId: row.id,
+    attempt: row.attempt,
+    outcome,
+    error: error ? JSON.stringify(error) : null,
+    now: ctx.clock.now(),
+  });
+  return ctx.sql(selectJobById).get(row.id) as JobRow;
+}
+
+export function finish(ctx: SqliteContext, exit: Exit, result: JobResult): JobRow | undefined {
+  const changed = ctx.sql(finishSql).run({ ...guardParams(ctx, exit), result: JSON.stringify(result) }).changes;
+  if (changed !== 1) return undefined;
+  const row = close(ctx, exit.row, 'finished', null);
+  enqueueResult(ctx, row);
+  return row;
+}
+
+export function fail(
+  ctx: SqliteContext,
+  exit: Exit,
+  reason: FailureReason,
+  error: SerializedError,
+  outcome: AttemptOutcome,
+): JobRow | undefined {
+  const changed = ctx.sql(failSql).run({
+    ...guardParams(ctx, exit),
+    reason,
+    errorClass: error.class,
+    errorCode: error.code,
+    errorMessage: error.message,
+  }).changes;
+  if (changed !== 1) return undefined;
+  const row = close(ctx, exit.row, outcome, error);
+  enqueueResult(ctx, row);
+  return row;
+}
+
+export function requeue(
+  ctx: SqliteContext,
+  exit: Exit,
+  outcome: AttemptOutcome,
+  error: SerializedError,
+): JobRow | undefined {
+  const params = guardParams(ctx, exit);
+  const notBefore = params.now + backoffFor(ctx.config, exit.row.attempt);
+  const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
+  const changed = ctx.sql(requeueSql).run({ ...params, notBefore, redispatchAt }).changes;
+  if (changed !== 1) return undefined;
+  close(ctx, exit.row, outcome, error);
+  const row = ctx.sql(selectJobById).get(exit.row.id) as JobRow;
+  enqueueWork(ctx, row, notBefore);
+  return row;
+}
+
+export const cancelledError: SerializedError = {
+  class: 'permanent',
+  code: 'cancelled',
+  message: 'the job was cancelled by its tenant',
+};

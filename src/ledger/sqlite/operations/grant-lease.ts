@@ -1,0 +1,44 @@
+/**
+ * grant: queued@n -> running@n, with a fresh lease token and deadline, and the attempt's
+ * history row.
+ *
+ * Params: jobId, attempt n (from the work message), worker
+ * Result: { granted: true, job, token, deadline } or { granted: false, reason } with reason
+ *   unknown_job      no such job
+ *   ended            the job already finished or failed
+ *   other_attempt    the job is at another attempt: this work message is stale
+ *   already_running  attempt n is already leased
+ *   not_due          attempt n waits for its backoff
+ */
+import { randomUUID } from 'node:crypto';
+import { GrantRefusal, type GrantLeaseParams, type GrantLeaseResult } from '../../ledger.js';
+import { isTerminal } from '../../states.js';
+import type { SqliteContext } from '../context.js';
+import { type JobRow, selectJobById, toJob } from '../rows.js';
+
+const grant = `UPDATE jobs SET state = 'running', lease_token = @token, lease_holder = @worker,
+    lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now
+  WHERE id = @jobId AND state = 'queued' AND attempt = @attempt AND not_before <= @now`;
+const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (?, ?, ?, ?)';
+
+export function grantLease(ctx: SqliteContext, params: GrantLeaseParams): GrantLeaseResult {
+  const now = ctx.clock.now();
+  const token = randomUUID();
+  const deadline = now + ctx.config.leaseTtlMs;
+  const changed = ctx.sql(grant).run({ ...params, token, deadline, now }).changes;
+  const row = ctx.sql(selectJobById).get(params.jobId) as JobRow | undefined;
+  if (changed === 1 && row) {
+    ctx.sql(insertAttempt).run(params.jobId, params.attempt, params.worker, now);
+    return { granted: true, job: toJob(row), token, deadline };
+  }
+  return { granted: false, reason: refusal(row, params.attempt, now), ...(row ? { job: toJob(row) } : {}) };
+}
+
+function refusal(row: JobRow | undefined, attempt: number, now: number): GrantRefusal {
+  if (!row) return GrantRefusal.unknownJob;
+  if (isTerminal(row.state)) return GrantRefusal.ended;
+  if (row.attempt !== attempt) return GrantRefusal.otherAttempt;
+  if (row.state === 'running') return GrantRefusal.alreadyRunning;
+  if (row.not_before > now) return GrantRefusal.notDue;
+  throw new Error(`planrun ledger: grant of ${row.id}@${attempt} refused for no known reason`);
+}

@@ -1,0 +1,23 @@
+/**
+ * reject: queued@n -> failed/unroutable, when no worker of the fleet offers the job's type
+ * or a capability it requires; the error names what is missing.
+ *
+ * Result: { rejected: true, job } or { rejected: false, reason: unknown_job | not_queued }
+ */
+import type { RejectParams, RejectResult } from '../../ledger.js';
+import type { SqliteContext } from '../context.js';
+import { type JobRow, selectJobById, toJob } from '../rows.js';
+import { enqueueResult } from './outbox.js';
+
+const rejectQueued = `UPDATE jobs SET state = 'failed', failure_reason = 'unroutable', error_class = @class,
+    error_code = @code, error_message = @message, redispatch_at = NULL, ended_at = @now, updated_at = @now
+  WHERE id = @jobId AND state = 'queued'`;
+
+export function reject(ctx: SqliteContext, params: RejectParams): RejectResult {
+  const changed = ctx.sql(rejectQueued).run({ jobId: params.jobId, now: ctx.clock.now(), ...params.error }).changes;
+  const row = ctx.sql(selectJobById).get(params.jobId) as JobRow | undefined;
+  if (!row) return { rejected: false, reason: 'unknown_job' };
+  if (changed !== 1) return { rejected: false, reason: 'not_queued' };
+  enqueueResult(ctx, row);
+  return { rejected: true, job: toJob(row) };
+}

@@ -1,0 +1,57 @@
+/**
+ * sweep: one pass of the sweeper at the ledger's current time. Its cost is what is due,
+ * read through two partial indexes, never a scan of all jobs.
+ *
+ *   running@n, lease expired, cancel requested -> failed/cancelled   (cancel_running)
+ *   running@n, lease expired, attempts left    -> queued@n+1 after backoff (expire)
+ *   running@n, lease expired, none left        -> failed/exhausted   (exhaust)
+ *   queued@n, due, work message unleased for redispatchAfterMs, and no unsent work
+ *   message waiting in the outbox              -> a fresh work message for attempt n
+ *
+ * Params: limit? (rows of each kind per pass, default 1000)
+ * Result: what it did, by job.
+ */
+import type { SerializedError } from '../../../core/errors.js';
+import type { SweepParams, SweepReport } from '../../ledger.js';
+import type { SqliteContext } from '../context.js';
+import type { JobRow } from '../rows.js';
+import { cancelledError, fail, requeue } from './end-attempt.js';
+import { enqueueWork } from './outbox.js';
+
+const expiredLeases = `SELECT * FROM jobs WHERE state = 'running' AND lease_deadline <= ? ORDER BY lease_deadline LIMIT ?`;
+const dueRedispatches = `SELECT * FROM jobs WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
+const unsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
+const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
+
+const leaseExpiredError: SerializedError = {
+  class: 'transient',
+  code: 'lease_expired',
+  message: 'the worker stopped renewing its lease (crashed, stopped or cut off) before the attempt ended',
+};
+
+export function sweep(ctx: SqliteContext, params: SweepParams = {}): SweepReport {
+  const limit = params.limit ?? 1000;
+  const now = ctx.clock.now();
+  const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
+
+  for (const row of ctx.sql(expiredLeases).all(now, limit) as JobRow[]) {
+    const exit = { row, expect: 'expired' as const };
+    if (row.cancel_requested === 1) {
+      if (fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(row.id);
+    } else if (row.attempt < row.max_attempts) {
+      if (requeue(ctx, exit, 'expired', leaseExpiredError)) report.requeued.push({ jobId: row.id, attempt: row.attempt + 1 });
+    } else if (fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) {
+      report.exhausted.push(row.id);
+    }
+  }
+
+  for (const row of ctx.sql(dueRedispatches).all(now, limit) as JobRow[]) {
+    // A backlog in the relay is not a lost message: wait for it rather than pile up copies.
+    if (!ctx.sql(unsentWork).get(row.id) && row.not_before <= now) {
+      enqueueWork(ctx, row, now);
+      report.redispatched.push(row.id);
+    }
+    ctx.sql(postponeRedispatch).run(now + ctx.config.redispatchAfterMs, row.id, row.attempt);
+  }
+  return report;
+}

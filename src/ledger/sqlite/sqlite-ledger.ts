@@ -1,0 +1,142 @@
+import { type Clock, systemClock } from '../../core/clock.js';
+import { LedgerError, LedgerErrorCode } from '../errors.js';
+import {
+  defaultLedgerConfig,
+  type CancelParams,
+  type Ledger,
+  type LedgerConfig,
+  type GrantLeaseParams,
+  type LeaseRef,
+  type ListJobsParams,
+  type RecordProgressParams,
+  type RejectParams,
+  type RenewLeasesParams,
+  type SettleParams,
+  type SubmitParams,
+  type SweepParams,
+} from '../ledger.js';
+import { SqliteContext } from './context.js';
+import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
+import { cancel } from './operations/cancel.js';
+import { checkLease } from './operations/check-lease.js';
+import { grantLease } from './operations/grant-lease.js';
+import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
+import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
+import { recordProgress } from './operations/record-progress.js';
+import { reject } from './operations/reject.js';
+import { renewLeases } from './operations/renew-leases.js';
+import { settle } from './operations/settle.js';
+import { submit } from './operations/submit.js';
+import { sweep } from './operations/sweep.js';
+
+export interface SqliteLedgerOptions {
+  /** The database file; its folder is created if missing. */
+  path: string;
+  clock?: Clock;
+  config?: Partial<LedgerConfig>;
+  busyTimeoutMs?: number;
+}
+
+/** Opens the SQLite ledger; throws a LedgerError naming the file when it cannot. */
+export async function openSqliteLedger(options: SqliteLedgerOptions): Promise<Ledger> {
+  const config = validateConfig({ ...defaultLedgerConfig, ...options.config });
+  const db = openLedgerDatabase(options.path, options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs });
+  return new SqliteLedger(db, options.path, new SqliteContext(db, options.clock ?? systemClock, config));
+}
+
+function validateConfig(config: LedgerConfig): LedgerConfig {
+  for (const [name, value] of Object.entries(config)) {
+    if (!Number.isInteger(value) || value < (name === 'defaultMaxAttempts' ? 1 : 0)) {
+      throw new LedgerError(LedgerErrorCode.invalidInput, `ledger config ${name} must be a non-negative integer, got ${value}`);
+    }
+  }
+  return config;
+}
+
+/**
+ * The Ledger on better-sqlite3. Each write runs as one BEGIN IMMEDIATE transaction, so
+ * its guards and its effects (job row, history, outbox) commit together or not at all.
+ */
+class SqliteLedger implements Ledger {
+  private closed = false;
+
+  constructor(
+    private readonly db: SqliteDatabase,
+    private readonly file: string,
+    private readonly ctx: SqliteContext,
+  ) {}
+
+  private write<T>(operation: string, body: () => T): Promise<T> {
+    return this.run(operation, () => this.db.transaction(body).immediate());
+  }
+
+  private read<T>(operation: string, body: () => T): Promise<T> {
+    return this.run(operation, body);
+  }
+
+  private async run<T>(operation: string, body: () => T): Promise<T> {
+    if (this.closed) throw new LedgerError(LedgerErrorCode.closed, `${operation}: the ledger is closed`);
+    try {
+      return body();
+    } catch (error) {
+      throw operationError(this.file, operation, error);
+    }
+  }
+
+  submit(params: SubmitParams) {
+    return this.write('submit', () => submit(this.ctx, params));
+  }
+  submitMany(params: SubmitParams[]) {
+    return this.write('submitMany', () => params.map((p) => submit(this.ctx, p)));
+  }
+  grantLease(params: GrantLeaseParams) {
+    return this.write('grantLease', () => grantLease(this.ctx, params));
+  }
+  renewLeases(params: RenewLeasesParams) {
+    return this.write('renewLeases', () => renewLeases(this.ctx, params));
+  }
+  checkLease(params: LeaseRef) {
+    return this.read('checkLease', () => checkLease(this.ctx, params));
+  }
+  recordProgress(params: RecordProgressParams) {
+    return this.write('recordProgress', () => recordProgress(this.ctx, params));
+  }
+  settle(params: SettleParams) {
+    return this.write('settle', () => settle(this.ctx, params));
+  }
+  cancel(params: CancelParams) {
+    return this.write('cancel', () => cancel(this.ctx, params));
+  }
+  reject(params: RejectParams) {
+    return this.write('reject', () => reject(this.ctx, params));
+  }
+  sweep(params?: SweepParams) {
+    return this.write('sweep', () => sweep(this.ctx, params));
+  }
+  outboxTake(limit: number) {
+    return this.read('outboxTake', () => outboxTake(this.ctx, limit));
+  }
+  outboxMarkSent(ids: readonly number[]) {
+    return this.write('outboxMarkSent', () => outboxMarkSent(this.ctx, ids));
+  }
+  outboxStats() {
+    return this.read('outboxStats', () => outboxStats(this.ctx));
+  }
+  getJob(jobId: string, tenant?: string) {
+    return this.read('getJob', () => getJob(this.ctx, jobId, tenant));
+  }
+  getAttempts(jobId: string) {
+    return this.read('getAttempts', () => getAttempts(this.ctx, jobId));
+  }
+  listJobs(params: ListJobsParams) {
+    return this.read('listJobs', () => listJobs(this.ctx, params));
+  }
+  countJobsByState() {
+    return this.read('countJobsByState', () => countJobsByState(this.ctx));
+  }
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}
