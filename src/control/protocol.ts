@@ -1,0 +1,112 @@
+/**
+ * The control plane: lease, heartbeat, fence, progress and settle, as request/reply over
+ * the broker, so a worker needs no network access beyond the queue it already reads.
+ *
+ * Every reply names the operation and the (job, attempt) it answers, so a late reply can
+ * never be taken for the answer to another request. Refusals and errors travel as codes:
+ * callers branch on `code`, never on a message string or on `instanceof` across the wire.
+ */
+import { z } from 'zod';
+
+const leaseRef = z.object({
+  jobId: z.string().min(1),
+  attempt: z.number().int().min(1),
+  token: z.string().min(1),
+});
+
+const serializedError = z.object({
+  class: z.enum(['permanent', 'transient', 'fatal']),
+  code: z.string(),
+  message: z.string(),
+});
+
+const jobResult = z.object({
+  data: z.unknown().optional(),
+  outputs: z.record(z.string(), z.string()).optional(),
+});
+
+export const controlRequest = z.discriminatedUnion('op', [
+  z.object({
+    op: z.literal('lease'),
+    jobId: z.string().min(1),
+    attempt: z.number().int().min(1),
+    tenant: z.string().min(1),
+    worker: z.string().min(1),
+  }),
+  z.object({
+    op: z.literal('heartbeat'),
+    worker: z.string().min(1),
+    jobTypes: z.array(z.string()),
+    capabilities: z.array(z.string()),
+    slots: z.number().int().min(0),
+    leases: z.array(leaseRef.extend({ tenant: z.string().min(1) })),
+  }),
+  leaseRef.extend({ op: z.literal('fence'), tenant: z.string().min(1) }),
+  leaseRef.extend({
+    op: z.literal('progress'),
+    tenant: z.string().min(1),
+    fraction: z.number().min(0).max(1),
+    message: z.string().optional(),
+  }),
+  leaseRef.extend({
+    op: z.literal('settle'),
+    tenant: z.string().min(1),
+    outcome: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('finished'), result: jobResult }),
+      z.object({ kind: z.literal('failed'), error: serializedError }),
+    ]),
+  }),
+]);
+export type ControlRequest = z.infer<typeof controlRequest>;
+export type ControlOp = ControlRequest['op'];
+
+/** What each operation answers. `ttlMs` lets a worker compute its own deadline from its own clock. */
+export type LeaseReply =
+  | { op: 'lease'; jobId: string; attempt: number; granted: true; token: string; ttlMs: number; input: unknown; requires: string[] }
+  | { op: 'lease'; jobId: string; attempt: number; granted: false; reason: string };
+
+export interface HeartbeatReply {
+  op: 'heartbeat';
+  ttlMs: number;
+  renewed: Array<{ jobId: string; attempt: number }>;
+  lost: Array<{ jobId: string; attempt: number; reason: string }>;
+}
+
+export type FenceReply =
+  | { op: 'fence'; jobId: string; attempt: number; live: true; ttlMs: number }
+  | { op: 'fence'; jobId: string; attempt: number; live: false; reason: string };
+
+export type ProgressReply =
+  | { op: 'progress'; jobId: string; attempt: number; accepted: true }
+  | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: string };
+
+export type SettleReply =
+  | { op: 'settle'; jobId: string; attempt: number; accepted: true; state: string; transition: string }
+  | { op: 'settle'; jobId: string; attempt: number; accepted: false; reason: string };
+
+export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | ProgressReply | SettleReply;
+
+/** A request the orchestrator could not process at all (as opposed to a refusal). */
+export interface ControlFailure {
+  op: 'error';
+  code: ControlErrorCode;
+  message: string;
+}
+
+export const ControlErrorCode = {
+  /** The request did not match the protocol; retrying it will not help. */
+  invalidRequest: 'invalid_request',
+  /** The ledger could not answer (storage failure); retrying later may. */
+  ledgerUnavailable: 'ledger_unavailable',
+} as const;
+export type ControlErrorCode = (typeof ControlErrorCode)[keyof typeof ControlErrorCode];
+
+export type ControlAnswer = ControlReply | ControlFailure;
+
+export function encode(value: unknown): Buffer {
+  return Buffer.from(JSON.stringify(value));
+}
+
+export function decode(body: Buffer): unknown {
+  return JSON.parse(body.toString('utf8')) as unknown;
+}

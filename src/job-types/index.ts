@@ -1,0 +1,7 @@
+import type { JobType } from '../worker/runner/job-type.js';
+import { checksum } from './checksum.js';
+import { sleep } from './sleep.js';
+
+/** The job types planrun ships. Like any job-types module, it default-exports the list. */
+const jobTypes: JobType[] = [sleep, checksum];
+export default jobTypes;

@@ -1,0 +1,126 @@
+import { LedgerError } from '../ledger/errors.js';
+import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
+import {
+  ControlErrorCode,
+  controlRequest,
+  type ControlAnswer,
+  type ControlRequest,
+  type FenceReply,
+  type HeartbeatReply,
+  type LeaseReply,
+  type ProgressReply,
+  type SettleReply,
+} from '../control/protocol.js';
+import type { Fleet } from './fleet.js';
+
+/**
+ * The orchestrator's side of the control plane: turns each request into one ledger
+ * call and answers with what the ledger decided. A job is addressed by (id, tenant):
+ * a request naming the wrong tenant is answered as if the job did not exist.
+ */
+export class ControlHandler {
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly fleet: Fleet,
+    private readonly config: Pick<LedgerConfig, 'leaseTtlMs'>,
+  ) {}
+
+  async handle(raw: unknown): Promise<ControlAnswer> {
+    const parsed = controlRequest.safeParse(raw);
+    if (!parsed.success) {
+      return { op: 'error', code: ControlErrorCode.invalidRequest, message: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
+    }
+    try {
+      return await this.dispatch(parsed.data);
+    } catch (error) {
+      if (error instanceof LedgerError && error.code === 'invalid_input') {
+        return { op: 'error', code: ControlErrorCode.invalidRequest, message: error.message };
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      return { op: 'error', code: ControlErrorCode.ledgerUnavailable, message };
+    }
+  }
+
+  private dispatch(request: ControlRequest): Promise<ControlAnswer> {
+    switch (request.op) {
+      case 'lease':
+        return this.lease(request);
+      case 'heartbeat':
+        return this.heartbeat(request);
+      case 'fence':
+        return this.fence(request);
+      case 'progress':
+        return this.progress(request);
+      case 'settle':
+        return this.settle(request);
+    }
+  }
+
+  private async ownedBy(jobId: string, tenant: string): Promise<boolean> {
+    return (await this.ledger.getJob(jobId, tenant)) !== undefined;
+  }
+
+  private async lease(request: Extract<ControlRequest, { op: 'lease' }>): Promise<LeaseReply> {
+    const { jobId, attempt } = request;
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'lease', jobId, attempt, granted: false, reason: 'unknown_job' };
+    const result = await this.ledger.grantLease({ jobId, attempt, worker: request.worker });
+    if (!result.granted) return { op: 'lease', jobId, attempt, granted: false, reason: result.reason };
+    return {
+      op: 'lease',
+      jobId,
+      attempt,
+      granted: true,
+      token: result.token,
+      ttlMs: this.config.leaseTtlMs,
+      input: result.job.input,
+      requires: result.job.requires,
+    };
+  }
+
+  private async heartbeat(request: Extract<ControlRequest, { op: 'heartbeat' }>): Promise<HeartbeatReply> {
+    this.fleet.record({
+      worker: request.worker,
+      jobTypes: request.jobTypes,
+      capabilities: request.capabilities,
+      slots: request.slots,
+      running: request.leases.length,
+    });
+    const result = await this.ledger.renewLeases({
+      worker: request.worker,
+      leases: request.leases.map(({ jobId, attempt, token }) => ({ jobId, attempt, token })),
+    });
+    return {
+      op: 'heartbeat',
+      ttlMs: this.config.leaseTtlMs,
+      renewed: result.renewed.map(({ jobId, attempt }) => ({ jobId, attempt })),
+      lost: result.lost,
+    };
+  }
+
+  private async fence(request: Extract<ControlRequest, { op: 'fence' }>): Promise<FenceReply> {
+    const { jobId, attempt } = request;
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'fence', jobId, attempt, live: false, reason: 'unknown_job' };
+    const result = await this.ledger.checkLease(request);
+    return result.live
+      ? { op: 'fence', jobId, attempt, live: true, ttlMs: this.config.leaseTtlMs }
+      : { op: 'fence', jobId, attempt, live: false, reason: result.reason };
+  }
+
+  private async progress(request: Extract<ControlRequest, { op: 'progress' }>): Promise<ProgressReply> {
+    const { jobId, attempt } = request;
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'progress', jobId, attempt, accepted: false, reason: 'unknown_job' };
+    const result = await this.ledger.recordProgress(request);
+    return result.accepted
+      ? { op: 'progress', jobId, attempt, accepted: true }
+      : { op: 'progress', jobId, attempt, accepted: false, reason: result.reason };
+  }
+
+  private async settle(request: Extract<ControlRequest, { op: 'settle' }>): Promise<SettleReply> {
+    const { jobId, attempt } = request;
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'settle', jobId, attempt, accepted: false, reason: 'unknown_job' };
+    const result = await this.ledger.settle(request);
+    return result.accepted
+      ? { op: 'settle', jobId, attempt, accepted: true, state: result.job.state, transition: result.transition }
+      : { op: 'settle', jobId, attempt, accepted: false, reason: result.reason };
+  }
+}

@@ -1,0 +1,66 @@
+import { statfs } from 'node:fs/promises';
+
+export interface AdmissionDecision {
+  admitted: boolean;
+  /** Why not, for logs and metrics. */
+  reason?: 'no_free_slot' | 'no_disk_reserve';
+  detail?: string;
+}
+
+/**
+ * The gates in front of the work: never more running jobs than slots, and never a start
+ * without free disk on the scratch volume for every running job's output reserve plus
+ * the new one's. A reservation is held from admission until the job's scratch is gone.
+ */
+export class Admission {
+  private readonly reservations = new Map<string, number>();
+
+  constructor(
+    private readonly slots: number,
+    private readonly scratchRoot: string,
+    private readonly freeBytes: (path: string) => Promise<number> = freeBytesOn,
+  ) {
+    if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`slots must be a positive integer, got ${slots}`);
+  }
+
+  get running(): number {
+    return this.reservations.size;
+  }
+
+  get hasFreeSlot(): boolean {
+    return this.reservations.size < this.slots;
+  }
+
+  /** Reserves a slot and `reserveBytes` for `key`, or says why not. */
+  async admit(key: string, reserveBytes: number): Promise<AdmissionDecision> {
+    if (!this.hasFreeSlot) return { admitted: false, reason: 'no_free_slot' };
+    // Claim the slot before the await so two admissions cannot both take the last one.
+    this.reservations.set(key, reserveBytes);
+    const reserved = [...this.reservations.values()].reduce((sum, bytes) => sum + bytes, 0);
+    let free: number;
+    try {
+      free = await this.freeBytes(this.scratchRoot);
+    } catch (error) {
+      this.reservations.delete(key);
+      throw error;
+    }
+    if (free < reserved) {
+      this.reservations.delete(key);
+      return {
+        admitted: false,
+        reason: 'no_disk_reserve',
+        detail: `${free} bytes free on ${this.scratchRoot}, ${reserved} needed for ${this.reservations.size + 1} jobs`,
+      };
+    }
+    return { admitted: true };
+  }
+
+  release(key: string): void {
+    this.reservations.delete(key);
+  }
+}
+
+async function freeBytesOn(path: string): Promise<number> {
+  const stats = await statfs(path);
+  return stats.bavail * stats.bsize;
+}

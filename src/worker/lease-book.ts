@@ -1,0 +1,60 @@
+import type { Clock } from '../core/clock.js';
+
+export interface HeldLease {
+  jobId: string;
+  attempt: number;
+  token: string;
+  tenant: string;
+  /**
+   * This worker's own idea of when the lease ends. It is never later than the ledger's:
+   * it is measured from when the granting or renewing request was *sent*, moves only on
+   * replies that confirm the renewal, and the TTL it is given already has a safety margin
+   * for clock-rate drift taken off.
+   */
+  localDeadline: number;
+  /** Aborts the job when the lease is lost. */
+  abort: AbortController;
+}
+
+/** The leases a worker holds, keyed by job id. */
+export class LeaseBook {
+  private readonly leases = new Map<string, HeldLease>();
+
+  constructor(private readonly clock: Clock) {}
+
+  add(lease: Omit<HeldLease, 'abort' | 'localDeadline'>, sentAt: number, ttlMs: number): HeldLease {
+    const held: HeldLease = { ...lease, localDeadline: sentAt + ttlMs, abort: new AbortController() };
+    this.leases.set(lease.jobId, held);
+    return held;
+  }
+
+  get(jobId: string): HeldLease | undefined {
+    return this.leases.get(jobId);
+  }
+
+  remove(jobId: string): void {
+    this.leases.delete(jobId);
+  }
+
+  all(): HeldLease[] {
+    return [...this.leases.values()];
+  }
+
+  /** A confirmed renewal: move the deadline forward (never back) for the same attempt. */
+  renewed(jobId: string, attempt: number, sentAt: number, ttlMs: number): void {
+    const lease = this.leases.get(jobId);
+    if (!lease || lease.attempt !== attempt) return;
+    lease.localDeadline = Math.max(lease.localDeadline, sentAt + ttlMs);
+  }
+
+  /** Whether this worker may still act on the lease by its own clock. */
+  isLocallyLive(lease: HeldLease): boolean {
+    return this.clock.now() < lease.localDeadline;
+  }
+
+  /** The leases whose local deadline has passed. */
+  expired(): HeldLease[] {
+    const now = this.clock.now();
+    return this.all().filter((lease) => lease.localDeadline <= now);
+  }
+}

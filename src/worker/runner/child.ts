@@ -1,0 +1,108 @@
+/**
+ * The entry point of a job process, forked by ProcessPool. It loads the job modules once,
+ * then runs one job at a time for as long as its parent keeps it, and never outlives it.
+ */
+import { PermanentError, TransientError, serializeError } from '../../core/errors.js';
+import { loadJobTypeRegistry, type JobContext, type JobType } from './job-type.js';
+import { describeValue } from './json-value.js';
+import { ProgressThrottle } from './progress-throttle.js';
+import type { ChildConfig, ChildMessage, ParentMessage, RunTask } from './protocol.js';
+import { outcomeOfReturnedValue, type RunOutcome } from './run-outcome.js';
+
+const CRASH_EXIT_CODE = 1;
+const LOAD_FAILED_EXIT_CODE = 78; // EX_CONFIG: the worker is misconfigured, not the job broken.
+
+if (!process.send) {
+  process.stderr.write('child.js runs job-type code for ProcessPool and must be forked by it\n');
+  process.exit(2);
+}
+
+// The parent gone (even SIGKILLed) closes the IPC channel; a job left running would keep
+// writing for an attempt whose lease nobody renews.
+process.on('disconnect', () => process.exit(0));
+// Ctrl-C reaches the whole process group; the parent decides how jobs end.
+process.on('SIGINT', () => {});
+process.on('uncaughtException', (error) => crash(`an uncaught exception: ${describeError(error)}`, error));
+process.on('unhandledRejection', (reason) => crash(`an unhandled promise rejection: ${describeError(reason)}`, reason));
+
+const config = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
+const registry = loadJobTypeRegistry(config.jobModuleUrls);
+registry.then(
+  () => send({ kind: 'ready' }),
+  (error: unknown) => send({ kind: 'load_failed', message: describeError(error) }, () => process.exit(LOAD_FAILED_EXIT_CODE)),
+);
+
+let current: { runId: number; controller: AbortController } | undefined;
+
+process.on('message', (message: ParentMessage) => {
+  if (message.kind === 'run') void run(message.runId, message.task);
+  else if (message.kind === 'abort' && current?.runId === message.runId) {
+    current.controller.abort(new TransientError('aborted', 'the worker aborted the job'));
+  }
+});
+
+async function run(runId: number, task: RunTask): Promise<void> {
+  const controller = new AbortController();
+  current = { runId, controller };
+  const throttle = new ProgressThrottle(config.progressThrottleMs, (report) => send({ kind: 'progress', runId, ...report }));
+  const jobTypes = await registry.catch(() => undefined);
+  // Without its job modules the process is already on its way out, reporting why.
+  if (jobTypes === undefined) return;
+
+  const jobType = jobTypes.get(task.type);
+  const outcome = jobType
+    ? await runJob(jobType, createContext(task, controller.signal, throttle))
+    : unknownJobType(task.type, [...jobTypes.keys()]);
+  // Flushes the last progress report before the result, and drops any the job makes later.
+  throttle.close();
+  current = undefined;
+  send({ kind: 'result', runId, outcome });
+}
+
+async function runJob(jobType: JobType, ctx: JobContext): Promise<RunOutcome> {
+  try {
+    return outcomeOfReturnedValue(await jobType.run(ctx));
+  } catch (error) {
+    return { ok: false, error: serializeError(error) };
+  }
+}
+
+function createContext(task: RunTask, signal: AbortSignal, throttle: ProgressThrottle): JobContext {
+  return {
+    input: task.input,
+    scratchDir: task.scratchDir,
+    signal,
+    jobId: task.jobId,
+    attempt: task.attempt,
+    tenant: task.tenant,
+    progress(fraction: number, message?: string) {
+      if (typeof fraction !== 'number' || Number.isNaN(fraction)) {
+        throw new TypeError(`progress(fraction) needs a number from 0 to 1, got ${describeValue(fraction)}`);
+      }
+      throttle.report({
+        fraction: Math.min(1, Math.max(0, fraction)),
+        ...(message === undefined ? {} : { message: String(message) }),
+      });
+    },
+  };
+}
+
+function unknownJobType(type: string, known: string[]): RunOutcome {
+  const error = new PermanentError('unknown_job_type', `this worker has no job type "${type}" (it has: ${known.join(', ')})`);
+  return { ok: false, error: error.toJSON() };
+}
+
+/** After an uncaught exception the job's state is unknown: say why, then exit so the process is replaced. */
+function crash(description: string, error: unknown): void {
+  process.stderr.write(`${error instanceof Error && error.stack ? error.stack : description}\n`);
+  send({ kind: 'crashing', message: description }, () => process.exit(CRASH_EXIT_CODE));
+}
+
+/** Sends to the parent; a closed channel means the parent is gone, and 'disconnect' ends us anyway. */
+function send(message: ChildMessage, then?: () => void): void {
+  process.send?.(message, undefined, {}, () => then?.());
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

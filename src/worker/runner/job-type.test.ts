@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { defineJobType, loadJobTypeRegistry, loadJobTypes, toModuleUrl } from './job-type.js';
+
+const SHIPPED_JOBS = new URL('../../job-types/index.js', import.meta.url).href;
+
+/** A job-types module made on the spot, so each bad shape needs no fixture file. */
+function moduleOf(source: string): string {
+  return `data:text/javascript,${encodeURIComponent(source)}`;
+}
+
+describe('defineJobType', () => {
+  test('returns a valid job type as it is', () => {
+    const jobType = { name: 'resize-image', requires: ['imagemagick'], outputReserveBytes: 1024, run: () => ({}) };
+    assert.equal(defineJobType(jobType), jobType);
+  });
+
+  test('refuses a bad definition, naming every problem', () => {
+    const bad = { name: 'with.dot', requires: ['gpu', 'a,b'], outputReserveBytes: -1, run: 'not a function', retries: 3 };
+    assert.throws(
+      () => defineJobType(bad as never),
+      (error: Error) => {
+        assert.match(error.message, /^invalid job type "with\.dot": /);
+        assert.match(error.message, /unknown property "retries"/);
+        assert.match(error.message, /name "with\.dot" must start with a letter/);
+        assert.match(error.message, /requires holds the string "a,b"/);
+        assert.match(error.message, /outputReserveBytes is the number -1/);
+        assert.match(error.message, /run is the string "not a function", not a function/);
+        return true;
+      },
+    );
+  });
+
+  test('names a missing name and a missing run', () => {
+    assert.throws(() => defineJobType({} as never), /invalid job type \(unnamed\): name is missing; run is missing/);
+  });
+});
+
+describe('loadJobTypes', () => {
+  test('loads the shipped job types', async () => {
+    const jobTypes = await loadJobTypes(SHIPPED_JOBS);
+    assert.deepEqual(
+      jobTypes.map((jobType) => jobType.name),
+      ['sleep', 'checksum'],
+    );
+  });
+
+  const badModules: Array<[string, string, RegExp]> = [
+    ['no default export', 'export const jobs = []', /must default-export a list of job types .*its default export is undefined/],
+    ['not a list', 'export default { name: "a", run() {} }', /its default export is an object/],
+    ['an empty list', 'export default []', /the list is empty/],
+    ['a missing run', 'export default [{ name: "a" }]', /job type #0 "a": run is missing/],
+    ['an entry that is not an object', 'export default [() => {}]', /job type #0 \(unnamed\): is a function, not a job type object/],
+    [
+      'a duplicate name',
+      'export default [{ name: "a", run() {} }, { name: "b", run() {} }, { name: "a", run() {} }]',
+      /job type #2 "a": duplicate name, job type #0 is also called "a"/,
+    ],
+  ];
+  for (const [what, source, message] of badModules) {
+    test(`refuses a module with ${what}, naming the module`, async () => {
+      const url = moduleOf(source);
+      await assert.rejects(loadJobTypes(url), (error: Error) => {
+        assert.ok(error.message.includes(url), `${error.message} names the module`);
+        assert.match(error.message, message);
+        return true;
+      });
+    });
+  }
+
+  test('lists every problem of a module at once', async () => {
+    await assert.rejects(
+      loadJobTypes(moduleOf('export default [{ name: "a" }, { run() {} }]')),
+      /invalid job types module .*:\n  - job type #0 "a": run is missing.*\n  - job type #1 \(unnamed\): name is missing/,
+    );
+  });
+
+  test('a module that cannot be imported is named in the error', async () => {
+    await assert.rejects(loadJobTypes('./no/such/jobs.js'), /cannot load job types module \.\/no\/such\/jobs\.js: /);
+  });
+});
+
+describe('loadJobTypeRegistry', () => {
+  test('gathers the job types of several modules by name', async () => {
+    const registry = await loadJobTypeRegistry([SHIPPED_JOBS, moduleOf('export default [{ name: "extra", run() {} }]')]);
+    assert.deepEqual([...registry.keys()], ['sleep', 'checksum', 'extra']);
+  });
+
+  test('refuses a name that two modules define', async () => {
+    const other = moduleOf('export default [{ name: "sleep", run() {} }]');
+    await assert.rejects(loadJobTypeRegistry([SHIPPED_JOBS, other]), /job type "sleep" is defined twice: in .*index\.js and in data:/);
+  });
+});
+
+test('toModuleUrl keeps URLs and resolves paths against the current directory', () => {
+  assert.equal(toModuleUrl('file:///srv/jobs.js'), 'file:///srv/jobs.js');
+  assert.equal(toModuleUrl('/srv/jobs.js'), 'file:///srv/jobs.js');
+  assert.equal(toModuleUrl('jobs.js'), new URL('jobs.js', `file://${process.cwd()}/`).href);
+});

@@ -1,0 +1,170 @@
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describeValue } from './json-value.js';
+
+/**
+ * Everything job-type code gets. It holds no broker, ledger, storage or lease handle on
+ * purpose: a job has nothing it could upload or announce with, so the worker's fence
+ * around outputs holds for every job type anyone writes.
+ */
+export interface JobContext {
+  /** The job's input as submitted: plain JSON. */
+  input: unknown;
+  /** A folder only this attempt uses; outputs must be written here. */
+  scratchDir: string;
+  /**
+   * Reports how far the job is, from 0 to 1 (values outside are clamped; a value that is
+   * not a number throws). Throttled: the first and the last report always pass, the ones
+   * between at most once per interval. Reports made after the job returned are dropped.
+   */
+  progress(fraction: number, message?: string): void;
+  /** Aborts when the worker wants the job to stop: the job should return or throw soon after. */
+  signal: AbortSignal;
+  jobId: string;
+  attempt: number;
+  tenant: string;
+}
+
+export interface JobRunResult {
+  /** Plain JSON, stored as the job's result. */
+  data?: unknown;
+  /** Files the job wrote, relative to `scratchDir`; the worker stores them. */
+  outputs?: string[];
+}
+
+export interface JobType {
+  /** Letters, digits, `-` and `_`, starting with a letter. */
+  name: string;
+  /** Capabilities a worker needs to run this type (e.g. `ffmpeg`, `gpu`). */
+  requires?: string[];
+  /** Disk space one run needs for its outputs; admission reserves it before starting the job. */
+  outputReserveBytes?: number;
+  /** Returning nothing counts as `{}`. */
+  run(ctx: JobContext): Promise<JobRunResult> | JobRunResult;
+}
+
+const JOB_TYPE_PROPERTIES = ['name', 'requires', 'outputReserveBytes', 'run'];
+
+// Type names and capabilities end up as words of AMQP topic routing keys
+// (`<tenant>.<type>.<state>`) and items of the comma-separated `--capabilities` flag, so
+// `.`, `*`, `#`, `,` and spaces must stay out of them.
+const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const NAME_RULE = 'must start with a letter and hold only letters, digits, "-" and "_" (at most 64 characters)';
+
+/** Checks a job type where it is written, so a mistake points at the definition, not at a failed job. */
+export function defineJobType<T extends JobType>(jobType: T): T {
+  const problems = jobTypeProblems(jobType);
+  if (problems.length > 0) {
+    throw new TypeError(`invalid job type ${labelOf(jobType)}: ${problems.join('; ')}`);
+  }
+  return jobType;
+}
+
+/**
+ * Imports a job-types module and checks that its default export is a non-empty list of
+ * valid job types with distinct names. `modulePath` is a URL (`file:`, `data:`) or a file
+ * path, resolved against the current directory. Throws one error listing every problem.
+ */
+export async function loadJobTypes(modulePath: string): Promise<JobType[]> {
+  let imported: Record<string, unknown>;
+  try {
+    imported = (await import(toModuleUrl(modulePath))) as Record<string, unknown>;
+  } catch (error) {
+    throw new Error(`cannot load job types module ${modulePath}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
+  }
+  const list = imported.default;
+  if (!Array.isArray(list)) {
+    throw new TypeError(
+      `job types module ${modulePath} must default-export a list of job types (export default [jobType, ...]); ` +
+        `its default export is ${describeValue(list)}`,
+    );
+  }
+
+  const problems: string[] = [];
+  if (list.length === 0) problems.push('the list is empty');
+  const indexByName = new Map<string, number>();
+  list.forEach((entry: unknown, index) => {
+    const label = `job type #${index} ${labelOf(entry)}`;
+    for (const problem of jobTypeProblems(entry)) problems.push(`${label}: ${problem}`);
+    const name = nameOf(entry);
+    if (name === undefined) return;
+    const earlier = indexByName.get(name);
+    if (earlier !== undefined) problems.push(`${label}: duplicate name, job type #${earlier} is also called "${name}"`);
+    else indexByName.set(name, index);
+  });
+  if (problems.length > 0) {
+    throw new TypeError(`invalid job types module ${modulePath}:\n  - ${problems.join('\n  - ')}`);
+  }
+  return list as JobType[];
+}
+
+/** Loads several job-types modules into one registry by name; a name defined twice is an error. */
+export async function loadJobTypeRegistry(modulePaths: string[]): Promise<Map<string, JobType>> {
+  const registry = new Map<string, JobType>();
+  const moduleByName = new Map<string, string>();
+  for (const modulePath of modulePaths) {
+    for (const jobType of await loadJobTypes(modulePath)) {
+      const other = moduleByName.get(jobType.name);
+      if (other !== undefined) {
+        throw new TypeError(`job type "${jobType.name}" is defined twice: in ${other} and in ${modulePath}`);
+      }
+      moduleByName.set(jobType.name, modulePath);
+      registry.set(jobType.name, jobType);
+    }
+  }
+  return registry;
+}
+
+/** A URL is kept as is; anything else is a file path, resolved against the current directory. */
+export function toModuleUrl(modulePath: string): string {
+  // Two letters at least, so a Windows drive (`C:`) is not taken for a URL scheme.
+  return /^[a-z][a-z0-9+.-]+:/i.test(modulePath) ? modulePath : pathToFileURL(path.resolve(modulePath)).href;
+}
+
+function jobTypeProblems(value: unknown): string[] {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return [`is ${describeValue(value)}, not a job type object ({ name, run, ... })`];
+  }
+  const jobType = value as Record<string, unknown>;
+  const problems: string[] = [];
+  for (const key of Object.keys(jobType)) {
+    if (!JOB_TYPE_PROPERTIES.includes(key)) {
+      problems.push(`unknown property "${key}" (a job type has ${JOB_TYPE_PROPERTIES.join(', ')})`);
+    }
+  }
+  if (jobType.name === undefined) problems.push('name is missing');
+  else if (typeof jobType.name !== 'string') problems.push(`name is ${describeValue(jobType.name)}, not a string`);
+  else if (!NAME_PATTERN.test(jobType.name)) problems.push(`name ${JSON.stringify(jobType.name)} ${NAME_RULE}`);
+
+  if (jobType.run === undefined) problems.push('run is missing (every job type needs run(ctx))');
+  else if (typeof jobType.run !== 'function') problems.push(`run is ${describeValue(jobType.run)}, not a function`);
+
+  if (jobType.requires !== undefined) {
+    if (!Array.isArray(jobType.requires)) {
+      problems.push(`requires is ${describeValue(jobType.requires)}, not a list of capability names`);
+    } else {
+      for (const capability of jobType.requires as unknown[]) {
+        if (typeof capability !== 'string' || !NAME_PATTERN.test(capability)) {
+          problems.push(`requires holds ${describeValue(capability)}; a capability name ${NAME_RULE}`);
+        }
+      }
+    }
+  }
+  const reserve = jobType.outputReserveBytes;
+  if (reserve !== undefined && !(typeof reserve === 'number' && Number.isSafeInteger(reserve) && reserve >= 0)) {
+    problems.push(`outputReserveBytes is ${describeValue(reserve)}, not a whole number of bytes >= 0`);
+  }
+  return problems;
+}
+
+function nameOf(value: unknown): string | undefined {
+  const name = typeof value === 'object' && value !== null ? (value as { name?: unknown }).name : undefined;
+  return typeof name === 'string' ? name : undefined;
+}
+
+function labelOf(value: unknown): string {
+  const name = nameOf(value);
+  return name === undefined ? '(unnamed)' : JSON.stringify(name);
+}

@@ -1,0 +1,49 @@
+/** The messages a pool and its child processes exchange over the IPC channel (JSON). */
+import type { RunOutcome } from './run-outcome.js';
+
+/** What a child is started with, as its one command-line argument. */
+export interface ChildConfig {
+  jobModuleUrls: string[];
+  progressThrottleMs: number;
+}
+
+/** One job for one child. Input and result must be plain JSON, as they travel further as JSON anyway. */
+export interface RunTask {
+  jobId: string;
+  attempt: number;
+  tenant: string;
+  type: string;
+  input: unknown;
+  scratchDir: string;
+}
+
+/** Parent to child. A child is reused, so `runId` tells one run's messages from the next's. */
+export type ParentMessage = { kind: 'run'; runId: number; task: RunTask } | { kind: 'abort'; runId: number };
+
+/** Child to parent. */
+export type ChildMessage =
+  | { kind: 'ready' }
+  | { kind: 'load_failed'; message: string }
+  | { kind: 'progress'; runId: number; fraction: number; message?: string }
+  | { kind: 'result'; runId: number; outcome: RunOutcome }
+  /** Sent just before the child exits on an uncaught exception, so the outcome can say what it was. */
+  | { kind: 'crashing'; message: string };
+
+/** Job code can call `process.send` too; the parent only acts on messages of the right shape. */
+export function isChildMessage(value: unknown): value is ChildMessage {
+  if (typeof value !== 'object' || value === null) return false;
+  const message = value as Record<string, unknown>;
+  switch (message.kind) {
+    case 'ready':
+      return true;
+    case 'load_failed':
+    case 'crashing':
+      return typeof message.message === 'string';
+    case 'progress':
+      return typeof message.runId === 'number' && typeof message.fraction === 'number';
+    case 'result':
+      return typeof message.runId === 'number' && typeof message.outcome === 'object' && message.outcome !== null;
+    default:
+      return false;
+  }
+}

@@ -1,0 +1,7 @@
+import { EmbeddedBroker } from '../broker/embedded.js';
+import { workerBehaviour } from './behaviour.js';
+
+workerBehaviour('the embedded broker', async () => {
+  const broker = new EmbeddedBroker();
+  return { connect: async () => broker.connect(), close: () => broker.close() };
+});

@@ -1,0 +1,31 @@
+import type { SerializedError } from '../core/errors.js';
+
+/** What a worker reports about its work: for tests, logs and the fault-injection history. */
+export type WorkerEvent =
+  | { type: 'duplicate_dropped'; jobId: string; attempt: number }
+  | { type: 'admission_refused'; jobId: string; attempt: number; reason: string }
+  | { type: 'lease_granted'; jobId: string; attempt: number; token: string }
+  | { type: 'lease_refused'; jobId: string; attempt: number; reason: string }
+  | { type: 'lease_lost'; jobId: string; attempt: number; reason: string }
+  | { type: 'progress'; jobId: string; attempt: number; fraction: number }
+  | { type: 'fenced_out'; jobId: string; attempt: number; reason: string }
+  | { type: 'output_stored'; jobId: string; attempt: number; outputs: Record<string, string> }
+  | { type: 'settled'; jobId: string; attempt: number; state: string; transition: string }
+  | { type: 'settle_refused'; jobId: string; attempt: number; reason: string }
+  | { type: 'abandoned'; jobId: string; attempt: number; reason: string }
+  | { type: 'job_done'; jobId: string; attempt: number }
+  | { type: 'heartbeat'; renewed: number; lost: number }
+  | { type: 'fatal'; error: SerializedError };
+
+export class WorkerEvents {
+  private readonly listeners = new Set<(event: WorkerEvent) => void>();
+
+  on(listener: (event: WorkerEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  emit(event: WorkerEvent): void {
+    for (const listener of this.listeners) listener(event);
+  }
+}

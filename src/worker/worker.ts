@@ -1,0 +1,449 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { isBrokerError, type Broker, type Delivery, type Subscription } from '../broker/broker.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import { type SerializedError } from '../core/errors.js';
+import type { JobResult, WorkMessage } from '../ledger/ledger.js';
+import { defaultTopology, tenantHeader, type Topology } from '../topology.js';
+import { Admission } from './admission.js';
+import { ControlClient } from './control-client.js';
+import { DedupMemory } from './dedup.js';
+import { LeaseBook, type HeldLease } from './lease-book.js';
+import type { OutputStore } from './output-store.js';
+import type { JobType } from './runner/job-type.js';
+import type { RunTask } from './runner/protocol.js';
+import type { RunOutcome } from './runner/run-outcome.js';
+import { createScratch, removeScratch } from './runner/scratch.js';
+import { WorkerEvents, type WorkerEvent } from './worker-events.js';
+
+/** Runs job code; the process pool in production, anything with the same contract in tests. */
+export interface JobRunner {
+  run(task: RunTask, hooks: { onProgress(fraction: number, message?: string): void; signal?: AbortSignal }): Promise<RunOutcome>;
+  close(): Promise<void>;
+}
+
+export interface WorkerOptions {
+  broker: Broker;
+  /** Queue and exchange names; `planrun.*` unless given. */
+  topology?: Topology;
+  runner: JobRunner;
+  /** The job types this worker offers (their names, requirements and output reserves). */
+  jobTypes: readonly JobType[];
+  slots: number;
+  capabilities: readonly string[];
+  scratchRoot: string;
+  outputStore: OutputStore;
+  logger: Logger;
+  workerId?: string;
+  clock?: Clock;
+  timing?: Partial<WorkerTiming>;
+  /** Disk reserved for a job type that declares none. */
+  defaultOutputReserveBytes?: number;
+  /** Called once when a Fatal error stops the worker; the process should exit non-zero. */
+  onFatal?: (error: SerializedError) => void;
+  /** Measures free disk; injectable for tests. */
+  freeBytes?: (path: string) => Promise<number>;
+}
+
+export interface WorkerTiming {
+  heartbeatIntervalMs: number;
+  /** How long a control request waits for the orchestrator. */
+  controlTimeoutMs: number;
+  /** How long a message this worker cannot take now is held before it goes back. */
+  redeliveryDelayMs: number;
+  /** Fraction of the lease TTL kept as a margin for clock-rate drift. */
+  leaseSafetyFraction: number;
+  /** How often the local lease deadlines are checked. */
+  deadlineCheckIntervalMs: number;
+  /** Progress sent to the orchestrator at most this often per job. */
+  progressIntervalMs: number;
+}
+
+export const defaultWorkerTiming: WorkerTiming = {
+  heartbeatIntervalMs: 30_000,
+  controlTimeoutMs: 5_000,
+  redeliveryDelayMs: 1_000,
+  leaseSafetyFraction: 0.1,
+  deadlineCheckIntervalMs: 250,
+  progressIntervalMs: 1_000,
+};
+
+export const defaultOutputReserveBytes = 64 * 1024 * 1024;
+
+interface RunningJob {
+  lease: HeldLease;
+  type: JobType;
+  /** Why the lease was lost, once it was. */
+  lostReason?: string;
+  lastProgressSentAt: number;
+}
+
+/**
+ * A worker: takes work messages, leases each job in the ledger, acks the message at
+ * once, runs the job in a child process while its heartbeat keeps the lease, stores the
+ * outputs only after the fence says the lease is still its own, then settles.
+ */
+export class Worker {
+  readonly id: string;
+  private readonly clock: Clock;
+  private readonly timing: WorkerTiming;
+  private readonly control: ControlClient;
+  private readonly dedup = new DedupMemory(10_000);
+  private readonly admission: Admission;
+  private readonly leases: LeaseBook;
+  private readonly events = new WorkerEvents();
+  private readonly running = new Map<string, RunningJob>();
+  private readonly typesByName: Map<string, JobType>;
+  private subscriptions: Subscription[] = [];
+  private consuming = false;
+  private stopping = false;
+  private stopped: Promise<void> | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private readonly pendingTimers = new Set<NodeJS.Timeout>();
+  private idle: (() => void) | undefined;
+
+  constructor(private readonly options: WorkerOptions) {
+    this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.clock = options.clock ?? systemClock;
+    this.timing = { ...defaultWorkerTiming, ...options.timing };
+    this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs);
+    this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
+    this.leases = new LeaseBook(this.clock);
+    this.typesByName = new Map(options.jobTypes.map((type) => [type.name, type]));
+  }
+
+  onEvent(listener: (event: WorkerEvent) => void): () => void {
+    return this.events.on(listener);
+  }
+
+  get runningJobs(): number {
+    return this.running.size;
+  }
+
+  async start(): Promise<void> {
+    for (const type of this.options.jobTypes) {
+      const queue = (this.options.topology ?? defaultTopology).workQueue(type.name);
+      await this.options.broker.declareQueue(queue);
+      this.subscriptions.push(
+        await this.options.broker.consume(queue, (delivery) => this.onDelivery(delivery), { prefetch: this.options.slots }),
+      );
+    }
+    this.consuming = true;
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.timing.heartbeatIntervalMs);
+    this.deadlineTimer = setInterval(() => this.checkLocalDeadlines(), this.timing.deadlineCheckIntervalMs);
+    void this.heartbeat();
+    this.options.logger.info({ worker: this.id, types: [...this.typesByName.keys()], slots: this.options.slots }, 'worker started');
+  }
+
+  /**
+   * Graceful stop: take no more work, let running jobs finish until `deadlineMs`, then
+   * abort what is left (it settles as a transient failure, so another worker retries it).
+   */
+  stop(deadlineMs = 30_000): Promise<void> {
+    this.stopped ??= this.drainAndClose(deadlineMs);
+    return this.stopped;
+  }
+
+  private async drainAndClose(deadlineMs: number): Promise<void> {
+    this.stopping = true;
+    await this.cancelSubscriptions();
+    if (this.running.size > 0) {
+      const drained = new Promise<void>((resolve) => (this.idle = resolve));
+      const deadline = setTimeout(() => {
+        for (const job of this.running.values()) job.lease.abort.abort(new Error('the worker is stopping'));
+      }, deadlineMs);
+      await drained;
+      clearTimeout(deadline);
+    }
+    this.stopTimers();
+    await this.options.runner.close();
+    this.options.logger.info({ worker: this.id }, 'worker stopped');
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.heartbeatTimer);
+    clearInterval(this.deadlineTimer);
+    for (const timer of this.pendingTimers) clearTimeout(timer);
+    this.pendingTimers.clear();
+  }
+
+  private async cancelSubscriptions(): Promise<void> {
+    const subscriptions = this.subscriptions;
+    this.subscriptions = [];
+    this.consuming = false;
+    await Promise.allSettled(subscriptions.map((s) => s.cancel()));
+  }
+
+  /** Holds the message briefly, then gives it back for this or another worker. */
+  private giveBack(delivery: Delivery): void {
+    const timer = setTimeout(() => {
+      this.pendingTimers.delete(timer);
+      delivery.nack({ requeue: true });
+    }, this.timing.redeliveryDelayMs);
+    this.pendingTimers.add(timer);
+  }
+
+  private async onDelivery(delivery: Delivery): Promise<void> {
+    const work = parseWorkMessage(delivery);
+    if (!work) {
+      // Nobody could ever run it; the ledger re-sends any real job whose message is lost.
+      this.options.logger.error({ messageId: delivery.messageId }, 'malformed work message dropped');
+      delivery.nack({ requeue: false });
+      return;
+    }
+    const type = this.typesByName.get(work.type);
+    if (this.stopping || !type) {
+      this.giveBack(delivery);
+      return;
+    }
+    if (this.dedup.has(work.jobId, work.attempt)) {
+      this.events.emit({ type: 'duplicate_dropped', jobId: work.jobId, attempt: work.attempt });
+      delivery.ack();
+      return;
+    }
+    const admissionKey = `${work.jobId}@${work.attempt}`;
+    const decision = await this.admission.admit(admissionKey, type.outputReserveBytes ?? this.options.defaultOutputReserveBytes ?? defaultOutputReserveBytes);
+    if (!decision.admitted) {
+      this.events.emit({ type: 'admission_refused', jobId: work.jobId, attempt: work.attempt, reason: decision.reason! });
+      this.options.logger.info({ jobId: work.jobId, reason: decision.reason, detail: decision.detail }, 'not admitted; message goes back');
+      this.giveBack(delivery);
+      return;
+    }
+    this.dedup.remember(work.jobId, work.attempt);
+    void this.updateFlowControl();
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.admission.release(admissionKey);
+      void this.updateFlowControl();
+    };
+    try {
+      const sentAt = this.clock.now();
+      const reply = await this.control.lease({ jobId: work.jobId, attempt: work.attempt, tenant: work.tenant, worker: this.id });
+      // Ack-early: granted or refused, the broker is done with this message now.
+      delivery.ack();
+      if (!reply.granted) {
+        this.events.emit({ type: 'lease_refused', jobId: work.jobId, attempt: work.attempt, reason: reply.reason });
+        release();
+        return;
+      }
+      const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, this.safeTtl(reply.ttlMs));
+      const job: RunningJob = { lease, type, lastProgressSentAt: 0 };
+      this.running.set(work.jobId, job);
+      this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token });
+      void this.heartbeat();
+      void this.runJob(job, reply.input).finally(release);
+    } catch (error) {
+      // The orchestrator did not answer: keep nothing, ack nothing; the message comes back.
+      this.dedup.forget(work.jobId, work.attempt);
+      release();
+      this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'lease request failed; message goes back');
+      this.giveBack(delivery);
+    }
+  }
+
+  private safeTtl(ttlMs: number): number {
+    return ttlMs * (1 - this.timing.leaseSafetyFraction);
+  }
+
+  private async runJob(job: RunningJob, input: unknown): Promise<void> {
+    const { lease } = job;
+    const task = { jobId: lease.jobId, attempt: lease.attempt, tenant: lease.tenant, type: job.type.name, input };
+    let scratchDir: string | undefined;
+    try {
+      scratchDir = await createScratch(this.options.scratchRoot, lease.jobId, lease.attempt);
+      const outcome = await this.options.runner.run(
+        { ...task, scratchDir },
+        { onProgress: (fraction, message) => this.onProgress(job, fraction, message), signal: lease.abort.signal },
+      );
+      await this.finish(job, outcome, scratchDir);
+    } catch (error) {
+      this.options.logger.error({ jobId: lease.jobId, err: describe(error) }, 'job handling failed');
+    } finally {
+      this.running.delete(lease.jobId);
+      this.leases.remove(lease.jobId);
+      if (scratchDir) await removeScratch(scratchDir).catch(() => undefined);
+      this.events.emit({ type: 'job_done', jobId: lease.jobId, attempt: lease.attempt });
+      if (this.running.size === 0) this.idle?.();
+    }
+  }
+
+  private async finish(job: RunningJob, outcome: RunOutcome, scratchDir: string): Promise<void> {
+    const { lease } = job;
+    if (job.lostReason && job.lostReason !== 'cancelled') {
+      this.events.emit({ type: 'abandoned', jobId: lease.jobId, attempt: lease.attempt, reason: job.lostReason });
+      return;
+    }
+    if (job.lostReason === 'cancelled') {
+      await this.settle(job, { kind: 'failed', error: { class: 'permanent', code: 'cancelled', message: 'cancelled by its tenant' } });
+      return;
+    }
+    if (!outcome.ok) {
+      if (outcome.error.class === 'fatal') {
+        this.fatal(outcome.error);
+        return;
+      }
+      await this.settle(job, { kind: 'failed', error: outcome.error });
+      return;
+    }
+    if (!(await this.fence(job))) {
+      this.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: job.lostReason ?? 'lease not live' });
+      return;
+    }
+    let result: JobResult;
+    try {
+      const outputs = await this.options.outputStore.put(lease, scratchDir, outcome.result.outputs ?? []);
+      this.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
+      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs };
+    } catch (error) {
+      await this.settle(job, { kind: 'failed', error: { class: 'transient', code: 'output_store_failed', message: describe(error) } });
+      return;
+    }
+    await this.settle(job, { kind: 'finished', result });
+  }
+
+  /**
+   * The fence before any output becomes visible: ask the ledger. If it cannot be asked,
+   * trust only the local deadline, which is never later than the ledger's.
+   */
+  private async fence(job: RunningJob): Promise<boolean> {
+    const { lease } = job;
+    if (!this.leases.isLocallyLive(lease)) return false;
+    try {
+      const reply = await this.control.fence({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant });
+      if (reply.live) return true;
+      job.lostReason = reply.reason;
+      return false;
+    } catch (error) {
+      this.options.logger.warn({ jobId: lease.jobId, err: describe(error) }, 'fence check failed; trusting the local lease deadline');
+      return this.leases.isLocallyLive(lease);
+    }
+  }
+
+  private async settle(job: RunningJob, outcome: { kind: 'finished'; result: JobResult } | { kind: 'failed'; error: SerializedError }): Promise<void> {
+    const { lease } = job;
+    let retried = false;
+    for (;;) {
+      try {
+        const reply = await this.control.settle({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, outcome });
+        if (reply.accepted) {
+          this.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: reply.state, transition: reply.transition });
+        } else if (retried && reply.reason === 'ended') {
+          // An earlier try of this same settle was applied; its reply was lost on the way.
+          this.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: 'ended', transition: 'unknown' });
+        } else {
+          this.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: reply.reason });
+        }
+        return;
+      } catch (error) {
+        if (!this.leases.isLocallyLive(lease) || !isRetryable(error)) {
+          this.options.logger.warn({ jobId: lease.jobId, err: describe(error) }, 'settle not confirmed; the sweeper will retry the job');
+          this.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: 'unconfirmed' });
+          return;
+        }
+        retried = true;
+        await sleep(Math.min(500, this.timing.controlTimeoutMs));
+      }
+    }
+  }
+
+  private onProgress(job: RunningJob, fraction: number, message?: string): void {
+    const now = this.clock.now();
+    if (fraction < 1 && now - job.lastProgressSentAt < this.timing.progressIntervalMs) return;
+    job.lastProgressSentAt = now;
+    const { lease } = job;
+    this.events.emit({ type: 'progress', jobId: lease.jobId, attempt: lease.attempt, fraction });
+    this.control
+      .progress({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, fraction, ...(message === undefined ? {} : { message }) })
+      .then((reply) => {
+        if (!reply.accepted) this.loseLease(lease.jobId, lease.attempt, reply.reason);
+      })
+      .catch(() => undefined); // Progress is advisory; the heartbeat keeps the lease.
+  }
+
+  /** One heartbeat renews every lease this worker holds. */
+  private async heartbeat(): Promise<void> {
+    if (this.stopping && this.running.size === 0) return;
+    const held = this.leases.all();
+    const sentAt = this.clock.now();
+    try {
+      const reply = await this.control.heartbeat({
+        worker: this.id,
+        jobTypes: [...this.typesByName.keys()],
+        capabilities: [...this.options.capabilities],
+        slots: this.options.slots,
+        leases: held.map(({ jobId, attempt, token, tenant }) => ({ jobId, attempt, token, tenant })),
+      });
+      for (const { jobId, attempt } of reply.renewed) this.leases.renewed(jobId, attempt, sentAt, this.safeTtl(reply.ttlMs));
+      for (const { jobId, attempt, reason } of reply.lost) this.loseLease(jobId, attempt, reason);
+      this.events.emit({ type: 'heartbeat', renewed: reply.renewed.length, lost: reply.lost.length });
+    } catch (error) {
+      this.options.logger.warn({ err: describe(error) }, 'heartbeat not answered; leases hold until their local deadlines');
+    }
+  }
+
+  private checkLocalDeadlines(): void {
+    for (const lease of this.leases.expired()) this.loseLease(lease.jobId, lease.attempt, 'local_deadline_passed');
+  }
+
+  private loseLease(jobId: string, attempt: number, reason: string): void {
+    const job = this.running.get(jobId);
+    if (!job || job.lease.attempt !== attempt || job.lostReason) return;
+    job.lostReason = reason;
+    this.events.emit({ type: 'lease_lost', jobId, attempt, reason });
+    this.options.logger.warn({ jobId, attempt, reason }, 'lease lost; stopping the job');
+    job.lease.abort.abort(new Error(`lease lost: ${reason}`));
+  }
+
+  /** A Fatal error: this worker is broken. Stop taking work, let the leases expire, exit. */
+  private fatal(error: SerializedError): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.options.logger.fatal({ error }, 'fatal error: the worker stops and leaves its leases to expire');
+    this.stopTimers();
+    void this.cancelSubscriptions();
+    for (const job of this.running.values()) {
+      job.lostReason = 'worker_fatal';
+      job.lease.abort.abort(new Error('the worker hit a fatal error'));
+    }
+    this.events.emit({ type: 'fatal', error });
+    this.options.onFatal?.(error);
+  }
+
+  /** With no free slot, stop consuming: after ack-early the prefetch no longer bounds what arrives. */
+  private async updateFlowControl(): Promise<void> {
+    if (this.stopping) return;
+    const wanted = this.admission.hasFreeSlot;
+    if (wanted === this.consuming) return;
+    this.consuming = wanted;
+    await Promise.allSettled(this.subscriptions.map((s) => (wanted ? s.resume() : s.pause())));
+  }
+}
+
+function parseWorkMessage(delivery: Delivery): WorkMessage | undefined {
+  try {
+    const body = JSON.parse(delivery.body.toString('utf8')) as Partial<WorkMessage>;
+    if (typeof body.jobId !== 'string' || typeof body.type !== 'string' || typeof body.tenant !== 'string') return undefined;
+    if (!Number.isInteger(body.attempt) || (body.attempt as number) < 1) return undefined;
+    const headerTenant = delivery.headers[tenantHeader];
+    if (headerTenant !== undefined && headerTenant !== body.tenant) return undefined;
+    return body as WorkMessage;
+  } catch {
+    return undefined;
+  }
+}
+
+function isRetryable(error: unknown): boolean {
+  return isBrokerError(error, 'timeout') || isBrokerError(error, 'disconnected');
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
