@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { RunnerLogger } from './logger.js';
 import { ProcessPool, type RunHooks, type RunOutcome, type RunTask } from './pool.js';
 import { createScratch } from './scratch.js';
+import { isAlive } from '../../testing/processes.js';
 
 const SHIPPED_JOBS = new URL('../../job-types/index.js', import.meta.url).href;
 const TEST_JOBS = new URL('./fixtures/misbehaving-jobs.js', import.meta.url).href;
@@ -75,16 +76,6 @@ function assertFailed(outcome: RunOutcome, errorClass: string, code: string, mes
   assert.equal(outcome.error.class, errorClass, outcome.error.message);
   assert.equal(outcome.error.code, code, outcome.error.message);
   if (message) assert.match(outcome.error.message, message);
-}
-
-/** Alive means running: a zombie that nobody reaps (PID 1 here may not) counts as dead. */
-async function isAlive(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
 }
 
 async function waitUntilDead(pid: number, withinMs: number): Promise<boolean> {
