@@ -2,10 +2,12 @@ import type { Logger } from 'pino';
 import type { Broker, Subscription } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { decode, encode, type ControlAnswer } from '../control/protocol.js';
-import type { Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import { Fleet } from './fleet.js';
+import { JobEvents } from './job-events.js';
+import { missingCapability, type DeclaredFleet } from './routing.js';
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
 import { Sweeper } from './sweeper.js';
 
@@ -20,6 +22,8 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   /** A worker not heard from for this long leaves the fleet. */
   fleetWindowMs?: number;
+  /** Job types and capabilities counted as present even before any worker is heard from. */
+  declaredFleet?: DeclaredFleet;
   /** Control requests handled at once. */
   controlConcurrency?: number;
   relay?: Partial<OutboxRelayOptions>;
@@ -36,12 +40,16 @@ export class Orchestrator {
   readonly fleet: Fleet;
   readonly relay: OutboxRelay;
   readonly sweeper: Sweeper;
+  /** Tells listeners (the event stream, metrics) that a job changed. */
+  readonly events = new JobEvents();
+  readonly ledger: Ledger;
   private readonly control: ControlHandler;
   private controlSubscription: Subscription | undefined;
   private readonly topology: Topology;
 
   constructor(private readonly options: OrchestratorOptions) {
     const clock = options.clock ?? systemClock;
+    this.ledger = options.ledger;
     this.topology = options.topology ?? defaultTopology;
     this.fleet = new Fleet(clock, options.fleetWindowMs ?? Math.max(3 * options.leaseTtlMs, 60_000));
     this.control = new ControlHandler(options.ledger, this.fleet, { leaseTtlMs: options.leaseTtlMs });
@@ -49,9 +57,11 @@ export class Orchestrator {
       ...defaultOutboxRelayOptions,
       ...options.relay,
     });
-    this.sweeper = new Sweeper(options.ledger, options.logger.child({ part: 'sweeper' }), options.sweepIntervalMs ?? 1000, () =>
-      this.relay.notify(),
-    );
+    this.sweeper = new Sweeper(options.ledger, options.logger.child({ part: 'sweeper' }), options.sweepIntervalMs ?? 1000, (report) => {
+      this.relay.notify();
+      for (const { jobId } of report.requeued) this.events.emit({ jobId, kind: 'state' });
+      for (const jobId of [...report.exhausted, ...report.cancelled]) this.events.emit({ jobId, kind: 'state' });
+    });
   }
 
   async start(): Promise<void> {
@@ -65,16 +75,41 @@ export class Orchestrator {
     this.sweeper.start();
   }
 
+  /**
+   * Records a job (or finds the one its idempotency key names) and routes it: a job no
+   * worker of the fleet can run fails at once as unroutable, naming what is missing.
+   */
   async submit(params: SubmitParams): Promise<SubmitResult> {
-    const result = await this.options.ledger.submit(params);
-    if (result.created) this.relay.notify();
-    return result;
+    const [result] = await this.submitMany([params]);
+    return result!;
   }
 
   async submitMany(params: SubmitParams[]): Promise<SubmitResult[]> {
     const results = await this.options.ledger.submitMany(params);
+    const routed: SubmitResult[] = [];
+    for (const result of results) {
+      routed.push(result.created ? { created: true, job: await this.route(result.job) } : result);
+      if (result.created) this.events.emit({ jobId: result.job.id, kind: 'state' });
+    }
     this.relay.notify();
-    return results;
+    return routed;
+  }
+
+  private async route(job: Job): Promise<Job> {
+    const missing = missingCapability(job, this.fleet.list(), this.options.declaredFleet ?? { jobTypes: [], capabilities: [] });
+    if (!missing) return job;
+    const rejected = await this.options.ledger.reject({ jobId: job.id, error: { class: 'permanent', code: 'unroutable', message: missing } });
+    return rejected.rejected ? rejected.job : job;
+  }
+
+  /** Cancels a job of `tenant`: at once when queued, at the worker's next heartbeat when running. */
+  async cancel(jobId: string, tenant: string): Promise<CancelResult> {
+    const result = await this.options.ledger.cancel({ jobId, tenant });
+    if (result.outcome !== 'refused') {
+      this.events.emit({ jobId, kind: 'state' });
+      this.relay.notify();
+    }
+    return result;
   }
 
   async stop(): Promise<void> {
@@ -91,7 +126,17 @@ export class Orchestrator {
       return { op: 'error', code: 'invalid_request', message: 'control request is not JSON' };
     }
     const answer = await this.control.handle(request);
-    if (answer.op === 'settle' && answer.accepted) this.relay.notify();
+    this.announce(answer);
     return answer;
+  }
+
+  /** Wakes the relay and the event listeners for what a control request changed. */
+  private announce(answer: ControlAnswer): void {
+    if (answer.op === 'lease' && answer.granted) this.events.emit({ jobId: answer.jobId, kind: 'state' });
+    if (answer.op === 'progress' && answer.accepted) this.events.emit({ jobId: answer.jobId, kind: 'progress' });
+    if (answer.op === 'settle' && answer.accepted) {
+      this.relay.notify();
+      this.events.emit({ jobId: answer.jobId, kind: 'state' });
+    }
   }
 }

@@ -14,7 +14,7 @@ export class Sweeper {
     private readonly ledger: Ledger,
     private readonly logger: Logger,
     intervalMs: number,
-    private readonly onChange: () => void,
+    private readonly onChange: (report: SweepReport) => void,
   ) {
     this.loop = new Loop('sweeper', logger, async () => {
       await this.runOnce();
@@ -43,7 +43,7 @@ export class Sweeper {
         },
         'sweep',
       );
-      this.onChange();
+      this.onChange(report);
     }
     return report;
   }

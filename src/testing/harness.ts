@@ -80,9 +80,12 @@ export class Harness {
     delivery.ack();
   }
 
-  /** Starts a worker on `broker` with the probe job types (and any others given). */
-  async startWorker(broker: Broker, options: { slots?: number; timing?: Partial<WorkerTiming>; abortGraceMs?: number } & Partial<WorkerOptions> = {}): Promise<TestWorker> {
-    const jobModules = [probeJobsModule];
+  /** Starts a worker on `broker` with the job types of `jobModules` (default: the probe types). */
+  async startWorker(
+    broker: Broker,
+    options: { slots?: number; timing?: Partial<WorkerTiming>; abortGraceMs?: number; jobModules?: string[] } & Partial<WorkerOptions> = {},
+  ): Promise<TestWorker> {
+    const jobModules = options.jobModules ?? [probeJobsModule];
     const jobTypes = (await Promise.all(jobModules.map(loadJobTypes))).flat();
     const slots = options.slots ?? 2;
     const runner = new ProcessPool({ jobModules, size: slots, abortGraceMs: options.abortGraceMs ?? 500, progressThrottleMs: 50 });
@@ -112,7 +115,7 @@ export class Harness {
       await worker.stop(0);
     };
     this.closers.push(stop);
-    this.queues.push(this.topology.workQueue('probe'));
+    for (const type of jobTypes) this.queues.push(this.topology.workQueue(type.name));
     return { worker, events, stop };
   }
 

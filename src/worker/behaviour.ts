@@ -171,6 +171,21 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         await waitFor('the result', () => harness.resultsFor(job.id)[0]);
       }));
 
+    it('a worker reports its capabilities and job types with its heartbeat; a job needing one nobody has fails at once', () =>
+      withHarness({}, async (harness) => {
+        const { worker } = await harness.startWorker(await connections.connect(), { capabilities: ['ffmpeg'] });
+        const member = await waitFor('the worker in the fleet', () => harness.orchestrator.fleet.list().find((m) => m.worker === worker.id));
+        assert.deepEqual(member.capabilities, ['ffmpeg']);
+        assert.deepEqual(member.jobTypes, ['probe']);
+        const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: {}, requires: ['gpu'] });
+        assert.equal(job.state, 'failed');
+        assert.equal(job.failureReason, 'unroutable');
+        assert.match(job.error?.message ?? '', /missing "gpu"/);
+        const result = await waitFor('the failure message', () => harness.resultsFor(job.id)[0]);
+        assert.equal(result.routingKey, 'acme.probe.failed');
+        assert.equal(harness.runs(job.id).length, 0);
+      }));
+
     it('a cancelled running job is stopped and fails as cancelled', () =>
       withHarness({}, async (harness) => {
         const { events } = await harness.startWorker(await connections.connect(), { timing: { heartbeatIntervalMs: 100 } });

@@ -111,7 +111,14 @@ export class Worker {
     this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs);
     this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
     this.leases = new LeaseBook(this.clock);
-    this.typesByName = new Map(options.jobTypes.map((type) => [type.name, type]));
+    // A worker offers (consumes, and reports to the fleet) only the types it can run.
+    const runnable = options.jobTypes.filter((type) => (type.requires ?? []).every((c) => options.capabilities.includes(c)));
+    for (const type of options.jobTypes) {
+      if (!runnable.includes(type)) {
+        options.logger.warn({ type: type.name, requires: type.requires }, 'job type not offered: this worker lacks a capability it requires');
+      }
+    }
+    this.typesByName = new Map(runnable.map((type) => [type.name, type]));
   }
 
   onEvent(listener: (event: WorkerEvent) => void): () => void {
@@ -123,7 +130,7 @@ export class Worker {
   }
 
   async start(): Promise<void> {
-    for (const type of this.options.jobTypes) {
+    for (const type of this.typesByName.values()) {
       const queue = (this.options.topology ?? defaultTopology).workQueue(type.name);
       await this.options.broker.declareQueue(queue);
       this.subscriptions.push(

@@ -1,0 +1,37 @@
+import type { FleetMember } from './fleet.js';
+
+/** Job types and capabilities the fleet is known to have even when no worker is heard from. */
+export interface DeclaredFleet {
+  jobTypes: string[];
+  capabilities: string[];
+}
+
+/**
+ * Whether anyone can run a job, and if not, what is missing.
+ *
+ * The fleet is the workers heard from within the fleet window plus what configuration
+ * declares. A job is routable when one member offers its type with every capability it
+ * requires (a declared type counts with the declared capabilities). When the fleet is
+ * empty and nothing is declared, nothing is judged: the job waits for workers, so a fleet
+ * briefly empty during a deploy does not fail every job that arrives meanwhile.
+ *
+ * Returns undefined when the job can be routed (or cannot be judged), else a message
+ * naming what is missing.
+ */
+export function missingCapability(
+  job: { type: string; requires: readonly string[] },
+  members: readonly FleetMember[],
+  declared: DeclaredFleet,
+): string | undefined {
+  const offers = [
+    ...members.map((m) => ({ jobTypes: m.jobTypes, capabilities: m.capabilities })),
+    ...(declared.jobTypes.length > 0 ? [declared] : []),
+  ];
+  if (offers.length === 0) return undefined;
+  const ofType = offers.filter((offer) => offer.jobTypes.includes(job.type));
+  if (ofType.length === 0) return `no worker of the fleet offers job type "${job.type}"`;
+  if (ofType.some((offer) => job.requires.every((capability) => offer.capabilities.includes(capability)))) return undefined;
+  const missing = job.requires.filter((capability) => !ofType.some((offer) => offer.capabilities.includes(capability)));
+  const named = missing.length > 0 ? missing : job.requires;
+  return `no worker of the fleet offering job type "${job.type}" has the capabilities it requires: missing ${named.map((c) => `"${c}"`).join(', ')}`;
+}
