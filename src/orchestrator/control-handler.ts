@@ -11,7 +11,14 @@ import {
   type ProgressReply,
   type SettleReply,
 } from '../control/protocol.js';
+import type { Job } from '../ledger/ledger.js';
 import type { Fleet } from './fleet.js';
+
+/** Told about each accepted grant and settle, e.g. to keep metrics. */
+export interface ControlObserver {
+  granted(job: Job): void;
+  settled(job: Job, attempt: number, transition: string): void;
+}
 
 /**
  * The orchestrator's side of the control plane: turns each request into one ledger
@@ -23,6 +30,7 @@ export class ControlHandler {
     private readonly ledger: Ledger,
     private readonly fleet: Fleet,
     private readonly config: Pick<LedgerConfig, 'leaseTtlMs'>,
+    private readonly observer?: ControlObserver,
   ) {}
 
   async handle(raw: unknown): Promise<ControlAnswer> {
@@ -65,6 +73,7 @@ export class ControlHandler {
     if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'lease', jobId, attempt, granted: false, reason: 'unknown_job' };
     const result = await this.ledger.grantLease({ jobId, attempt, worker: request.worker });
     if (!result.granted) return { op: 'lease', jobId, attempt, granted: false, reason: result.reason };
+    this.observer?.granted(result.job);
     return {
       op: 'lease',
       jobId,
@@ -119,6 +128,7 @@ export class ControlHandler {
     const { jobId, attempt } = request;
     if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'settle', jobId, attempt, accepted: false, reason: 'unknown_job' };
     const result = await this.ledger.settle(request);
+    if (result.accepted) this.observer?.settled(result.job, attempt, result.transition);
     return result.accepted
       ? { op: 'settle', jobId, attempt, accepted: true, state: result.job.state, transition: result.transition }
       : { op: 'settle', jobId, attempt, accepted: false, reason: result.reason };

@@ -7,8 +7,10 @@ import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import { Fleet } from './fleet.js';
 import { JobEvents } from './job-events.js';
+import { OrchestratorMetrics } from './metrics.js';
 import { missingCapability, type DeclaredFleet } from './routing.js';
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
+import { SubmitConsumer } from './submit-consumer.js';
 import { Sweeper } from './sweeper.js';
 
 export interface OrchestratorOptions {
@@ -43,7 +45,9 @@ export class Orchestrator {
   /** Tells listeners (the event stream, metrics) that a job changed. */
   readonly events = new JobEvents();
   readonly ledger: Ledger;
+  readonly metrics: OrchestratorMetrics;
   private readonly control: ControlHandler;
+  private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
   private readonly topology: Topology;
 
@@ -52,15 +56,27 @@ export class Orchestrator {
     this.ledger = options.ledger;
     this.topology = options.topology ?? defaultTopology;
     this.fleet = new Fleet(clock, options.fleetWindowMs ?? Math.max(3 * options.leaseTtlMs, 60_000));
-    this.control = new ControlHandler(options.ledger, this.fleet, { leaseTtlMs: options.leaseTtlMs });
+    this.metrics = new OrchestratorMetrics(options.ledger, clock);
+    this.control = new ControlHandler(options.ledger, this.fleet, { leaseTtlMs: options.leaseTtlMs }, {
+      granted: (job) => this.metrics.leaseGranted(job),
+      settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
+    });
     this.relay = new OutboxRelay(options.ledger, options.broker, this.topology, options.logger.child({ part: 'relay' }), {
       ...defaultOutboxRelayOptions,
       ...options.relay,
     });
+    this.submitConsumer = new SubmitConsumer(options.broker, this.topology, (params) => this.submit(params), options.logger.child({ part: 'submit-queue' }));
     this.sweeper = new Sweeper(options.ledger, options.logger.child({ part: 'sweeper' }), options.sweepIntervalMs ?? 1000, (report) => {
       this.relay.notify();
-      for (const { jobId } of report.requeued) this.events.emit({ jobId, kind: 'state' });
-      for (const jobId of [...report.exhausted, ...report.cancelled]) this.events.emit({ jobId, kind: 'state' });
+      const expired = [
+        ...report.requeued.map(({ jobId }) => ({ jobId, outcome: 'requeued' as const })),
+        ...report.exhausted.map((jobId) => ({ jobId, outcome: 'exhausted' as const })),
+        ...report.cancelled.map((jobId) => ({ jobId, outcome: 'cancelled' as const })),
+      ];
+      for (const { jobId, outcome } of expired) {
+        this.events.emit({ jobId, kind: 'state' });
+        void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
+      }
     });
   }
 
@@ -73,6 +89,7 @@ export class Orchestrator {
     );
     this.relay.start();
     this.sweeper.start();
+    await this.submitConsumer.start();
   }
 
   /**
@@ -89,7 +106,10 @@ export class Orchestrator {
     const routed: SubmitResult[] = [];
     for (const result of results) {
       routed.push(result.created ? { created: true, job: await this.route(result.job) } : result);
-      if (result.created) this.events.emit({ jobId: result.job.id, kind: 'state' });
+      if (result.created) {
+        this.metrics.jobSubmitted(result.job);
+        this.events.emit({ jobId: result.job.id, kind: 'state' });
+      }
     }
     this.relay.notify();
     return routed;
@@ -113,6 +133,7 @@ export class Orchestrator {
   }
 
   async stop(): Promise<void> {
+    await this.submitConsumer.stop();
     await this.controlSubscription?.cancel();
     await this.sweeper.stop();
     await this.relay.stop();

@@ -65,7 +65,7 @@ export class Harness {
     const resultsQueue = `${this.topology.prefix}.test-results`;
     await this.options.broker.declareQueue(resultsQueue);
     await this.options.broker.bindQueue(resultsQueue, this.topology.resultsExchange, '#');
-    this.queues.push(resultsQueue, this.topology.controlQueue);
+    this.queues.push(resultsQueue, this.topology.controlQueue, this.topology.submitQueue, this.topology.deadQueue);
     const subscription = await this.options.broker.consume(resultsQueue, (d) => this.onResult(d), { prefetch: 100 });
     this.closers.push(() => subscription.cancel());
     return this;

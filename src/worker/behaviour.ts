@@ -186,6 +186,35 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         assert.equal(harness.runs(job.id).length, 0);
       }));
 
+    it('submissions over the submit queue: each becomes one job, even sent twice; malformed ones are dead-lettered while good ones flow', () =>
+      withHarness({}, async (harness) => {
+        const app = await connections.connect();
+        await harness.startWorker(await connections.connect());
+        const send = (messageId: string | undefined, body: unknown) =>
+          app.sendToQueue(harness.topology.submitQueue, Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)), messageId ? { messageId } : {});
+        const good = { tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog } };
+        await send('order-1', good);
+        await send('order-1', good);
+        await send('order-2', 'not json at all');
+        await send('order-3', { tenant: 'acme', input: {} });
+        await send(undefined, good);
+        await send('order-4', good);
+        const dead: Array<{ id: string | undefined; reason: unknown }> = [];
+        await app.consume(harness.topology.deadQueue, (d) => {
+          dead.push({ id: d.messageId, reason: d.headers['planrun-dead-reason'] });
+          d.ack();
+        }, { prefetch: 10 });
+        await waitFor('three dead letters', () => dead.length === 3);
+        assert.deepEqual(dead.map((d) => d.id).sort(), ['order-2', 'order-3', undefined].sort());
+        assert.match(String(dead.find((d) => d.id === 'order-3')?.reason), /type/);
+        assert.match(String(dead.find((d) => d.id === undefined)?.reason), /message id/);
+        await waitFor('two results', () => harness.results.length === 2);
+        const page = await harness.ledger.listJobs({ tenant: 'acme' });
+        assert.deepEqual(page.jobs.map((j) => j.idempotencyKey).sort(), ['order-1', 'order-4']);
+        assert.equal(harness.runs().length, 2);
+        await app.close();
+      }));
+
     it('a cancelled running job is stopped and fails as cancelled', () =>
       withHarness({}, async (harness) => {
         const { events } = await harness.startWorker(await connections.connect(), { timing: { heartbeatIntervalMs: 100 } });

@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { EmbeddedBroker } from '../broker/embedded.js';
+import { Harness } from '../testing/harness.js';
+import { waitFor } from '../testing/wait.js';
+
+function sample(text: string, name: string, labels = ''): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name} `)));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+describe('orchestrator metrics', () => {
+  const broker = new EmbeddedBroker();
+  let harness: Harness;
+  before(async () => {
+    harness = await new Harness({ broker: broker.connect(), ledgerConfig: { backoffBaseMs: 20 } }).start();
+  });
+  after(async () => {
+    await harness.close();
+    await broker.close();
+  });
+
+  it('count jobs by state, settles by transition, retries, exhaustion and the submit-to-start latency', async () => {
+    await harness.startWorker(broker.connect());
+    const ok = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog } });
+    const bad = await harness.orchestrator.submit({
+      tenant: 'acme',
+      type: 'probe',
+      input: { ms: 10, runLog: harness.runLog, fail: 'transient' },
+      maxAttempts: 2,
+    });
+    await waitFor('both results', () => harness.resultsFor(ok.job.id).length === 1 && harness.resultsFor(bad.job.id).length === 1);
+    const { body, contentType } = await harness.orchestrator.metrics.render();
+    assert.match(contentType, /text\/plain/);
+    assert.equal(sample(body, 'planrun_jobs', '{state="finished"}'), 1);
+    assert.equal(sample(body, 'planrun_jobs', '{state="failed"}'), 1);
+    assert.equal(sample(body, 'planrun_jobs', '{state="queued"}'), 0);
+    assert.equal(sample(body, 'planrun_running_leases'), 0);
+    assert.equal(sample(body, 'planrun_jobs_submitted_total', '{type="probe"}'), 2);
+    assert.equal(sample(body, 'planrun_settles_total', '{type="probe",transition="finish"}'), 1);
+    assert.equal(sample(body, 'planrun_settles_total', '{type="probe",transition="retry"}'), 1);
+    assert.equal(sample(body, 'planrun_settles_total', '{type="probe",transition="exhaust"}'), 1);
+    assert.equal(sample(body, 'planrun_retries_total', '{type="probe"}'), 1);
+    assert.equal(sample(body, 'planrun_exhausted_total', '{type="probe"}'), 1);
+    assert.equal(sample(body, 'planrun_submit_to_start_seconds_count', '{type="probe"}'), 2);
+    assert.equal(sample(body, 'planrun_run_duration_seconds_count', '{type="probe",outcome="finish"}'), 1);
+    await waitFor('the outbox to drain', async () => (await harness.ledger.outboxStats()).unsent === 0);
+    const drained = (await harness.orchestrator.metrics.render()).body;
+    assert.equal(sample(drained, 'planrun_outbox_backlog'), 0);
+    assert.equal(sample(drained, 'planrun_outbox_oldest_age_seconds'), 0);
+  });
+});

@@ -1,0 +1,132 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Clock } from '../core/clock.js';
+import type { Job, Ledger } from '../ledger/ledger.js';
+import { JobState } from '../ledger/states.js';
+
+const secondsBuckets = [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14_400];
+
+/**
+ * The orchestrator's Prometheus metrics. Counts of jobs by state and the outbox backlog
+ * are read from the ledger when scraped (the ledger is the truth, and survives restarts);
+ * events (grants, settles, sweeps) feed counters and histograms as they happen.
+ */
+export class OrchestratorMetrics {
+  readonly registry = new Registry();
+  private readonly submitted: Counter<'type'>;
+  private readonly settles: Counter<'type' | 'transition'>;
+  private readonly leaseExpirations: Counter<'type'>;
+  private readonly retries: Counter<'type'>;
+  private readonly exhausted: Counter<'type'>;
+  private readonly submitToStart: Histogram<'type'>;
+  private readonly runDuration: Histogram<'type' | 'outcome'>;
+  /** When each live attempt was granted, to time its run; bounded, forgotten at settle. */
+  private readonly grantedAt = new Map<string, number>();
+
+  constructor(
+    ledger: Ledger,
+    private readonly clock: Clock,
+  ) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'planrun_process_' });
+    new Gauge({
+      name: 'planrun_jobs',
+      help: 'Jobs in the ledger by state',
+      labelNames: ['state'],
+      registers: [this.registry],
+      async collect() {
+        const counts = await ledger.countJobsByState();
+        for (const state of Object.values(JobState)) this.set({ state }, counts[state]);
+      },
+    });
+    new Gauge({
+      name: 'planrun_running_leases',
+      help: 'Leases held by workers right now',
+      registers: [this.registry],
+      async collect() {
+        this.set((await ledger.countJobsByState()).running);
+      },
+    });
+    const outbox = { backlog: 0, oldestAge: 0 };
+    new Gauge({
+      name: 'planrun_outbox_backlog',
+      help: 'Outbox messages due and not yet confirmed by the broker',
+      registers: [this.registry],
+      async collect() {
+        const stats = await ledger.outboxStats();
+        outbox.backlog = stats.unsent;
+        outbox.oldestAge = stats.oldestCreatedAt === null ? 0 : Math.max(0, (clock.now() - stats.oldestCreatedAt) / 1000);
+        this.set(outbox.backlog);
+      },
+    });
+    new Gauge({
+      name: 'planrun_outbox_oldest_age_seconds',
+      help: 'Age of the oldest unsent outbox message (0 when none)',
+      registers: [this.registry],
+      collect() {
+        this.set(outbox.oldestAge);
+      },
+    });
+    this.submitted = new Counter({ name: 'planrun_jobs_submitted_total', help: 'Jobs accepted', labelNames: ['type'], registers: [this.registry] });
+    this.settles = new Counter({
+      name: 'planrun_settles_total',
+      help: 'Accepted settles by transition (finish, fail_permanent, retry, exhaust, cancel_running)',
+      labelNames: ['type', 'transition'],
+      registers: [this.registry],
+    });
+    this.leaseExpirations = new Counter({
+      name: 'planrun_lease_expirations_total',
+      help: 'Leases that ran out before their attempt settled',
+      labelNames: ['type'],
+      registers: [this.registry],
+    });
+    this.retries = new Counter({ name: 'planrun_retries_total', help: 'Attempts scheduled after a failed or expired one', labelNames: ['type'], registers: [this.registry] });
+    this.exhausted = new Counter({ name: 'planrun_exhausted_total', help: 'Jobs that used up every attempt', labelNames: ['type'], registers: [this.registry] });
+    this.submitToStart = new Histogram({
+      name: 'planrun_submit_to_start_seconds',
+      help: 'From submission to the first lease grant',
+      labelNames: ['type'],
+      buckets: secondsBuckets,
+      registers: [this.registry],
+    });
+    this.runDuration = new Histogram({
+      name: 'planrun_run_duration_seconds',
+      help: 'From lease grant to settle, per attempt',
+      labelNames: ['type', 'outcome'],
+      buckets: secondsBuckets,
+      registers: [this.registry],
+    });
+  }
+
+  jobSubmitted(job: Job): void {
+    this.submitted.inc({ type: job.type });
+  }
+
+  leaseGranted(job: Job): void {
+    const now = this.clock.now();
+    if (job.attempt === 1) this.submitToStart.observe({ type: job.type }, (now - job.createdAt) / 1000);
+    if (this.grantedAt.size >= 100_000) this.grantedAt.clear();
+    this.grantedAt.set(`${job.id}@${job.attempt}`, now);
+  }
+
+  settled(job: Job, attempt: number, transition: string): void {
+    this.settles.inc({ type: job.type, transition });
+    if (transition === 'retry') this.retries.inc({ type: job.type });
+    if (transition === 'exhaust') this.exhausted.inc({ type: job.type });
+    const key = `${job.id}@${attempt}`;
+    const grantedAt = this.grantedAt.get(key);
+    if (grantedAt !== undefined) {
+      this.runDuration.observe({ type: job.type, outcome: transition }, (this.clock.now() - grantedAt) / 1000);
+      this.grantedAt.delete(key);
+    }
+  }
+
+  /** A lease ran out: the sweeper scheduled the next attempt, or ended the job. */
+  leaseExpired(job: Job, outcome: 'requeued' | 'exhausted' | 'cancelled'): void {
+    this.leaseExpirations.inc({ type: job.type });
+    if (outcome === 'requeued') this.retries.inc({ type: job.type });
+    if (outcome === 'exhausted') this.exhausted.inc({ type: job.type });
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
