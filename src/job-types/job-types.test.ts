@@ -38,10 +38,10 @@ async function runDirectly(
   return { result: await run(ctx), reported };
 }
 
-test('the shipped list holds sleep and checksum', () => {
+test('the shipped list holds sleep, checksum and transcode', () => {
   assert.deepEqual(
     jobTypes.map((jobType) => jobType.name),
-    ['sleep', 'checksum'],
+    ['sleep', 'checksum', 'transcode'],
   );
 });
 

@@ -324,13 +324,33 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.equal((await mustGetJob(ledger, job.id)).state, 'queued');
         }));
 
-      it('a second grant for a running attempt is refused with already_running, for the same or another worker', () =>
+      it('a second grant for a running attempt is refused with already_running for another worker', () =>
         run(async ({ ledger }) => {
           const g = await submitAndGrant(ledger, {}, 'w1');
           const before = await snapshot(ledger, [g.job.id]);
-          expectGrantRefused(await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1' }), 'already_running', 'the same worker again');
           expectGrantRefused(await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w2' }), 'already_running', 'another worker');
           assert.deepEqual(await snapshot(ledger, [g.job.id]), before, 'the holder keeps its lease');
+        }));
+
+      it('the holder asking again (its first answer was lost) gets the same lease back, renewed, and no second attempt record', () =>
+        run(async ({ ledger, clock }) => {
+          const g = await submitAndGrant(ledger, {}, 'w1');
+          clock.advance(TTL / 2);
+          const again = await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1' });
+          assert.ok(again.granted, 'granted again');
+          assert.equal(again.token, g.ref.token);
+          assert.equal(again.deadline, clock.now() + TTL);
+          assert.equal((await ledger.getAttempts(g.job.id)).length, 1);
+        }));
+
+      it('the holder asking again after its lease expired, or after a cancel request, is refused', () =>
+        run(async ({ ledger, clock }) => {
+          const g = await submitAndGrant(ledger, {}, 'w1');
+          clock.advance(TTL);
+          expectGrantRefused(await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1' }), 'already_running', 'expired');
+          const h = await submitAndGrant(ledger, {}, 'w1');
+          await ledger.cancel({ jobId: h.job.id });
+          expectGrantRefused(await ledger.grantLease({ jobId: h.job.id, attempt: 1, worker: 'w1' }), 'already_running', 'cancel requested');
         }));
 
       it('a running attempt whose lease expired is still refused already_running until the sweeper moves it', () =>

@@ -374,11 +374,13 @@ class Simulation {
     return delivered;
   }
 
-  expectGrant(jobId: string, attempt: number): { ok: true } | { ok: false; reason: string } {
+  expectGrant(jobId: string, attempt: number, worker?: string): { ok: true } | { ok: 'regrant' } | { ok: false; reason: string } {
     const j = this.byId.get(jobId);
     if (!j) return { ok: false, reason: 'unknown_job' };
     if (isTerminal(j.state)) return { ok: false, reason: 'ended' };
     if (attempt !== j.attempt) return { ok: false, reason: 'other_attempt' };
+    // The holder asking again gets its own live lease back (its first answer was lost).
+    if (j.state === 'running' && j.lease !== null && j.lease.holder === worker && j.lease.deadline > this.now && !j.cancelRequested) return { ok: 'regrant' };
     if (j.state === 'running') return { ok: false, reason: 'already_running' };
     if (j.notBefore > this.now) return { ok: false, reason: 'not_due' };
     return { ok: true };
@@ -406,10 +408,18 @@ class Simulation {
 
   async grant(worker: string, msg: WorkMessage, future: boolean): Promise<boolean> {
     const attempt = future ? msg.attempt + 1 : msg.attempt;
-    const expected = this.expectGrant(msg.jobId, attempt);
+    const expected = this.expectGrant(msg.jobId, attempt, worker);
     const before = await this.jobAndOutbox(msg.jobId);
     const res = await this.ledger.grantLease({ jobId: msg.jobId, attempt, worker });
     this.log(`grant ${worker} ${msg.jobId}@${attempt} -> ${res.granted ? 'granted' : res.reason}`);
+    if (expected.ok === 'regrant') {
+      const j = this.byId.get(msg.jobId)!;
+      assert.ok(res.granted, `the holder's repeated grant of ${msg.jobId}@${attempt} returns its lease, got ${JSON.stringify(res)}`);
+      assert.equal(res.token, j.lease!.token, 'a regrant returns the same token');
+      assert.equal(res.deadline, this.now + this.config.leaseTtlMs, 'a regrant renews the deadline');
+      j.lease!.deadline = res.deadline;
+      return true;
+    }
     if (expected.ok) {
       assert.equal(res.granted, true, `grant ${msg.jobId}@${attempt} should win, got ${JSON.stringify(res)}`);
       assert.ok(res.granted);
@@ -424,11 +434,21 @@ class Simulation {
   }
 
   async grantRace(msg: WorkMessage): Promise<void> {
-    const expected = this.expectGrant(msg.jobId, msg.attempt);
     const workers = [WORKERS[0], WORKERS[1]];
+    const holder = workers.find((worker) => this.expectGrant(msg.jobId, msg.attempt, worker).ok === 'regrant');
+    const expected = this.expectGrant(msg.jobId, msg.attempt);
     const results = await Promise.all(workers.map((worker) => this.ledger.grantLease({ jobId: msg.jobId, attempt: msg.attempt, worker })));
     this.log(`grantRace ${msg.jobId}@${msg.attempt} -> ${results.map((r) => (r.granted ? 'granted' : r.reason)).join(',')}`);
     const winners = results.flatMap((r, i) => (r.granted ? [{ r, worker: workers[i]! }] : []));
+    if (holder !== undefined) {
+      // One racer already holds the live lease: it gets it back, the other is refused.
+      assert.deepEqual(winners.map((w) => w.worker), [holder], `only the holder wins a race for its own lease, got ${JSON.stringify(results)}`);
+      const j = this.byId.get(msg.jobId)!;
+      const { r } = winners[0]!;
+      assert.ok(r.granted && r.token === j.lease!.token, 'the holder gets its own token back');
+      j.lease!.deadline = r.deadline;
+      return;
+    }
     if (!expected.ok) {
       assert.equal(winners.length, 0, `racing grants of ${msg.jobId}@${msg.attempt} should all be refused (${expected.reason})`);
       for (const r of results) assert.ok(!r.granted && r.reason === expected.reason, `racing grant refused as ${JSON.stringify(r)}`);

@@ -215,6 +215,26 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         await app.close();
       }));
 
+    it('when the orchestrator does not answer, the work message goes back unacked and the job runs once it answers', () =>
+      withHarness({}, async (harness) => {
+        const { events } = await harness.startWorker(await connections.connect(), { timing: { controlTimeoutMs: 300, redeliveryDelayMs: 50 } });
+        await harness.orchestrator.stop();
+        const { job } = await harness.ledger.submit({ tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog } });
+        const app = await connections.connect();
+        const work = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
+        await app.sendToQueue(harness.topology.workQueue('probe'), work, { messageId: `${job.id}@1` });
+        const unanswered = () => harness.runs(job.id).length === 0 && !events.some((e) => e.type === 'lease_granted');
+        // No answer for a while: nothing runs, and the message is not acked away.
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        assert.ok(unanswered(), 'nothing ran while the orchestrator was away');
+        await harness.orchestrator.start();
+        const result = await waitFor('the result once the orchestrator answers', () => harness.resultsFor(job.id)[0], 10_000);
+        assert.equal(result.body.state, 'finished');
+        assert.equal(result.body.attempt, 1);
+        assert.equal(harness.runs(job.id).length, 1);
+        await app.close();
+      }));
+
     it('a cancelled running job is stopped and fails as cancelled', () =>
       withHarness({}, async (harness) => {
         const { events } = await harness.startWorker(await connections.connect(), { timing: { heartbeatIntervalMs: 100 } });

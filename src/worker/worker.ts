@@ -205,7 +205,13 @@ export class Worker {
       this.giveBack(delivery);
       return;
     }
-    if (this.dedup.has(work.jobId, work.attempt)) {
+    const local = this.running.get(work.jobId);
+    if (local && local.lease.attempt !== work.attempt) {
+      // Another attempt of this job is still winding down here: let another worker (or later) take this one.
+      this.giveBack(delivery);
+      return;
+    }
+    if (local || this.dedup.has(work.jobId, work.attempt)) {
       this.events.emit({ type: 'duplicate_dropped', jobId: work.jobId, attempt: work.attempt });
       delivery.ack();
       return;

@@ -4,6 +4,9 @@
  *
  * Params: jobId, attempt n (from the work message), worker
  * Result: { granted: true, job, token, deadline } or { granted: false, reason } with reason
+ *   (a repeated request from the worker that already holds the live lease of attempt n
+ *   returns that same lease, renewed: its earlier answer was lost, e.g. it arrived after
+ *   the worker's request had timed out, and the job must not wait a TTL for nobody)
  *   unknown_job      no such job
  *   ended            the job already finished or failed
  *   other_attempt    the job is at another attempt: this work message is stale
@@ -20,6 +23,9 @@ const grant = `UPDATE jobs SET state = 'running', lease_token = @token, lease_ho
     lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now
   WHERE id = @jobId AND state = 'queued' AND attempt = @attempt AND not_before <= @now`;
 const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (?, ?, ?, ?)';
+const regrant = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now
+  WHERE id = @jobId AND state = 'running' AND attempt = @attempt AND lease_holder = @worker
+    AND lease_deadline > @now AND cancel_requested = 0`;
 
 export function grantLease(ctx: SqliteContext, params: GrantLeaseParams): GrantLeaseResult {
   const now = ctx.clock.now();
@@ -30,6 +36,10 @@ export function grantLease(ctx: SqliteContext, params: GrantLeaseParams): GrantL
   if (changed === 1 && row) {
     ctx.sql(insertAttempt).run(params.jobId, params.attempt, params.worker, now);
     return { granted: true, job: toJob(row), token, deadline };
+  }
+  if (row && ctx.sql(regrant).run({ ...params, deadline, now }).changes === 1) {
+    const renewed = ctx.sql(selectJobById).get(params.jobId) as JobRow;
+    return { granted: true, job: toJob(renewed), token: renewed.lease_token!, deadline };
   }
   return { granted: false, reason: refusal(row, params.attempt, now), ...(row ? { job: toJob(row) } : {}) };
 }
