@@ -5,24 +5,22 @@ import path from 'node:path';
 /**
  * Finding FFmpeg. The first of these that names an executable file wins:
  *
- * 1. the binary of the npm package `@ffmpeg-installer/ffmpeg` (an optional dependency of
+ * 1. the path in the environment variable `PLANRUN_FFMPEG` (an operator's explicit choice);
+ * 2. the binary of the npm package `@ffmpeg-installer/ffmpeg` (an optional dependency of
  *    planrun: `npm install` brings a static FFmpeg for this platform inside a registry
  *    package, and leaves it out, without failing, where the package has no build);
- * 2. `ffmpeg` on `PATH` (the system's FFmpeg);
- * 3. the path in the environment variable `PLANRUN_FFMPEG`.
+ * 3. `ffmpeg` on `PATH` (the system's FFmpeg).
  *
  * `undefined` when none does: a worker then must not offer the `ffmpeg` capability.
  * Nothing is spawned; the file only has to exist and be executable.
  */
 export function locateFfmpeg(options: LocateFfmpegOptions = {}): string | undefined {
   const env = options.env ?? process.env;
-  const packaged = (options.packagedBinary ?? packagedFfmpeg)();
-  if (packaged !== undefined && isExecutableFile(packaged)) return packaged;
-  const onPath = findOnPath(FFMPEG_BINARY, env.PATH);
-  if (onPath !== undefined) return onPath;
   const fromEnv = env.PLANRUN_FFMPEG?.trim();
   if (fromEnv && isExecutableFile(path.resolve(fromEnv))) return path.resolve(fromEnv);
-  return undefined;
+  const packaged = (options.packagedBinary ?? packagedFfmpeg)();
+  if (packaged !== undefined && isExecutableFile(packaged)) return packaged;
+  return findOnPath(FFMPEG_BINARY, env.PATH);
 }
 
 export interface LocateFfmpegOptions {
@@ -34,7 +32,7 @@ export interface LocateFfmpegOptions {
 
 /** Where each source is looked at, in order, for error messages. */
 export const FFMPEG_SEARCH_ORDER =
-  'the npm package @ffmpeg-installer/ffmpeg, then "ffmpeg" on PATH, then the PLANRUN_FFMPEG environment variable';
+  'the PLANRUN_FFMPEG environment variable, then the npm package @ffmpeg-installer/ffmpeg, then "ffmpeg" on PATH';
 
 const FFMPEG_BINARY = process.platform === 'win32' ? 'ffmpeg.exe' : 'ffmpeg';
 

@@ -385,7 +385,7 @@ describe('locateFfmpeg', () => {
     assert.match(stdout, /^ffmpeg version/);
   });
 
-  test('takes the npm package, then PATH, then PLANRUN_FFMPEG, skipping what is not executable', async () => {
+  test('takes PLANRUN_FFMPEG, then the npm package, then PATH, skipping what is not executable', async () => {
     const dir = await mkdtemp(path.join(root, 'locate-'));
     const make = async (name: string, mode = 0o755): Promise<string> => {
       const file = path.join(dir, name);
@@ -400,11 +400,12 @@ describe('locateFfmpeg', () => {
     const notExecutable = await make('plain/ffmpeg', 0o644);
     const env = { PATH: [path.join(dir, 'plain'), path.join(dir, 'bin')].join(path.delimiter), PLANRUN_FFMPEG: fromEnv };
 
-    assert.equal(locateFfmpeg({ env, packagedBinary: () => packaged }), packaged);
-    assert.equal(locateFfmpeg({ env, packagedBinary: () => notExecutable }), onPath);
-    assert.equal(locateFfmpeg({ env, packagedBinary: () => undefined }), onPath);
-    assert.equal(locateFfmpeg({ env: { ...env, PATH: path.join(dir, 'plain') }, packagedBinary: () => undefined }), fromEnv);
-    assert.equal(locateFfmpeg({ env: { PATH: '', PLANRUN_FFMPEG: notExecutable }, packagedBinary: () => undefined }), undefined);
+    const withoutEnv = { PATH: env.PATH };
+    assert.equal(locateFfmpeg({ env, packagedBinary: () => packaged }), fromEnv);
+    assert.equal(locateFfmpeg({ env: withoutEnv, packagedBinary: () => packaged }), packaged);
+    assert.equal(locateFfmpeg({ env: withoutEnv, packagedBinary: () => notExecutable }), onPath);
+    assert.equal(locateFfmpeg({ env: { ...env, PLANRUN_FFMPEG: notExecutable }, packagedBinary: () => packaged }), packaged);
+    assert.equal(locateFfmpeg({ env: { PATH: path.join(dir, 'plain') }, packagedBinary: () => undefined }), undefined);
     assert.equal(locateFfmpeg({ env: {}, packagedBinary: () => undefined }), undefined);
   });
 });
