@@ -13,3 +13,24 @@ export {
 } from './core/errors.js';
 export type { JobState, FailureReason } from './ledger/states.js';
 export type { Job, JobResult, ResultMessage } from './ledger/ledger.js';
+export { Client } from './client/client.js';
+export { ApiErrorCode, PlanrunApiError, isPlanrunApiError, type PlanrunErrorCode } from './client/errors.js';
+export type {
+  AttemptView,
+  ClientOptions,
+  EventsOptions,
+  FleetView,
+  FleetWorker,
+  JobEvent,
+  JobPage,
+  JobResultView,
+  JobSubmission,
+  JobSummary,
+  JobView,
+  ListOptions,
+  ReconnectOptions,
+  SubmitOptions,
+  SubmittedJob,
+  TerminalJobView,
+  WaitOptions,
+} from './client/types.js';

@@ -2,8 +2,14 @@
 import { Command, CommanderError } from 'commander';
 import { LedgerError } from '../ledger/errors.js';
 import { version } from '../version.js';
+import { registerJobsCommand } from './commands/jobs.js';
+import { registerKeysCommand } from './commands/keys.js';
 import { registerLedgerCommand } from './commands/ledger.js';
 import { registerOrchestratorCommand } from './commands/orchestrator.js';
+import { registerStatusCommand } from './commands/status.js';
+import { registerSubmitCommand } from './commands/submit.js';
+import { registerWatchCommand } from './commands/watch.js';
+import { registerUpCommand } from './commands/up.js';
 import { registerWorkerCommand } from './commands/worker.js';
 import { UsageError } from './options.js';
 
@@ -13,16 +19,22 @@ program
   .description('Long jobs over an at-least-once queue, each with an exactly-once effect.')
   .version(version)
   .showHelpAfterError();
+registerUpCommand(program);
 registerOrchestratorCommand(program);
 registerWorkerCommand(program);
 registerLedgerCommand(program);
+registerSubmitCommand(program);
+registerStatusCommand(program);
+registerWatchCommand(program);
+registerJobsCommand(program);
+registerKeysCommand(program);
 
 try {
   await program.parseAsync();
 } catch (error) {
   if (error instanceof CommanderError) process.exit(error.exitCode);
   // Errors a user can act on get one clear line, not a stack trace.
-  if (error instanceof UsageError || error instanceof LedgerError || (error instanceof Error && error.name === 'BrokerError')) {
+  if (error instanceof UsageError || error instanceof LedgerError || (error instanceof Error && ['BrokerError', 'KeyStoreError', 'ListenError'].includes(error.name))) {
     console.error(`planrun: ${error.message}`);
     process.exit(2);
   }

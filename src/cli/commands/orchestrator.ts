@@ -1,10 +1,9 @@
-import { join } from 'node:path';
 import type { Command } from 'commander';
 import { RabbitMqBroker } from '../../broker/rabbitmq.js';
+import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
-import { openSqliteLedger } from '../../ledger/sqlite/sqlite-ledger.js';
-import { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { Topology } from '../../topology.js';
 import { amqpUrl, durationOption, positiveIntOption, UsageError } from '../options.js';
 
@@ -17,14 +16,18 @@ interface OrchestratorFlags {
   sweepInterval: number;
   redispatchAfter: number;
   prefix: string;
+  host: string;
+  port: number;
 }
 
 export function registerOrchestratorCommand(program: Command): void {
   program
     .command('orchestrator')
-    .description('run the orchestrator: the ledger, the control plane, the outbox relay and the sweeper')
+    .description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
-    .option('--data-dir <dir>', 'where the SQLite ledger lives', './.planrun')
+    .option('--data-dir <dir>', 'where the SQLite ledger and the API keys live', './.planrun')
+    .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
+    .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
     .option('--lease-ttl <duration>', 'how long a lease lasts without a heartbeat', durationOption, defaultLedgerConfig.leaseTtlMs)
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .option('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', durationOption, defaultLedgerConfig.backoffBaseMs)
@@ -40,35 +43,34 @@ async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     throw new UsageError('planrun orchestrator needs RabbitMQ: pass --amqp URL or set PLANRUN_AMQP_URL (planrun up runs on its embedded broker)');
   }
   const logger = createLogger('planrun-orchestrator');
-  const ledger = await openSqliteLedger({
-    path: join(flags.dataDir, 'ledger.db'),
-    config: {
+  const connected = await RabbitMqBroker.connect({ url });
+  // Only under the chaos runner (PLANRUN_CHAOS_HISTORY): records control answers and publishes.
+  const broker = recorderFromEnv('orchestrator')?.wrapBroker(connected) ?? connected;
+  const service = await OrchestratorService.start({
+    dataDir: flags.dataDir,
+    broker,
+    topology: new Topology(flags.prefix),
+    logger,
+    ledgerConfig: {
+      ...defaultLedgerConfig,
       leaseTtlMs: flags.leaseTtl,
       defaultMaxAttempts: flags.maxAttempts,
       backoffBaseMs: flags.backoff,
       redispatchAfterMs: flags.redispatchAfter,
     },
-  });
-  const broker = await RabbitMqBroker.connect({ url });
-  const orchestrator = new Orchestrator({
-    ledger,
-    broker,
-    topology: new Topology(flags.prefix),
-    logger,
-    leaseTtlMs: flags.leaseTtl,
     sweepIntervalMs: flags.sweepInterval,
+    host: flags.host,
+    port: flags.port,
   });
   let exiting = false;
   async function shutdown(): Promise<void> {
     if (exiting) return;
     exiting = true;
-    await orchestrator.stop().catch((error: unknown) => logger.error({ err: error }, 'orchestrator stop failed'));
+    await service.stop().catch((error: unknown) => logger.error({ err: error }, 'orchestrator stop failed'));
     await broker.close().catch(() => undefined);
-    await ledger.close();
     process.exit(0);
   }
   process.on('SIGTERM', () => void shutdown());
   process.on('SIGINT', () => void shutdown());
-  await orchestrator.start();
-  logger.info({ pid: process.pid, dataDir: flags.dataDir }, 'orchestrator ready');
+  logger.info({ pid: process.pid, dataDir: flags.dataDir, url: service.url }, `orchestrator ready; HTTP API on ${service.url}`);
 }

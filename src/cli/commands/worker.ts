@@ -3,14 +3,16 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { RabbitMqBroker } from '../../broker/rabbitmq.js';
+import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
+import { locateFfmpeg } from '../../job-types/ffmpeg.js';
 import { Topology } from '../../topology.js';
 import { DirectoryOutputStore } from '../../worker/output-store.js';
 import { loadJobTypeRegistry } from '../../worker/runner/job-type.js';
 import { ProcessPool } from '../../worker/runner/pool.js';
 import { Worker } from '../../worker/worker.js';
-import { amqpUrl, bytesOption, collect, durationOption, listOption, positiveIntOption, UsageError } from '../options.js';
+import { connectBroker } from '../broker-connection.js';
+import { bytesOption, collect, durationOption, listOption, positiveIntOption } from '../options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
 export const builtInJobTypesModule = fileURLToPath(new URL('../../job-types/index.js', import.meta.url));
@@ -20,6 +22,7 @@ export const fatalExitCode = 70;
 
 interface WorkerFlags {
   amqp?: string;
+  brokerSocket?: string;
   jobs: string[];
   slots: number;
   capabilities: string[];
@@ -38,6 +41,7 @@ export function registerWorkerCommand(program: Command): void {
     .command('worker')
     .description('run a worker: take work messages, lease each job, run it in a child process, store its outputs, settle it')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
+    .option('--broker-socket <path>', 'the embedded broker of a running `planrun up` (or PLANRUN_BROKER_SOCKET)')
     .option('--jobs <module>', 'a job-types module to load as well as the built-in types (repeatable)', collect, [])
     .option('--slots <n>', 'jobs run at once', positiveIntOption, 2)
     .option('--capabilities <list>', 'comma-separated capabilities this worker offers (e.g. ffmpeg,gpu)', listOption, [])
@@ -53,24 +57,23 @@ export function registerWorkerCommand(program: Command): void {
 }
 
 async function runWorker(flags: WorkerFlags): Promise<void> {
-  const url = amqpUrl(flags.amqp);
-  if (!url) {
-    throw new UsageError('planrun worker needs RabbitMQ: pass --amqp URL or set PLANRUN_AMQP_URL (planrun up runs workers on its embedded broker)');
-  }
   const logger = createLogger('planrun-worker');
   const jobModules = [builtInJobTypesModule, ...flags.jobs.map((module) => resolve(module))];
   const registry = await loadJobTypeRegistry(jobModules);
   mkdirSync(flags.scratchDir, { recursive: true });
   const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
   await runner.ready();
-  const broker = await RabbitMqBroker.connect({ url });
+  const connected = await connectBroker(flags, 'worker');
+  // Only under the chaos runner (PLANRUN_CHAOS_HISTORY): records deliveries and the worker's events.
+  const recorder = recorderFromEnv('worker');
+  const broker = recorder?.wrapBroker(connected) ?? connected;
   const worker = new Worker({
     broker,
     topology: new Topology(flags.prefix),
     runner,
     jobTypes: [...registry.values()],
     slots: flags.slots,
-    capabilities: flags.capabilities,
+    capabilities: detectCapabilities(flags.capabilities),
     scratchRoot: flags.scratchDir,
     outputStore: new DirectoryOutputStore(flags.outputDir),
     logger,
@@ -80,6 +83,8 @@ async function runWorker(flags: WorkerFlags): Promise<void> {
       void shutdown(fatalExitCode);
     },
   });
+
+  recorder?.watchWorker(worker);
 
   let exiting = false;
   async function shutdown(code: number): Promise<void> {
@@ -94,4 +99,11 @@ async function runWorker(flags: WorkerFlags): Promise<void> {
   await worker.start();
   // The id lets supervisors and tests match this process to its heartbeats and leases.
   logger.info({ worker: worker.id, pid: process.pid }, 'worker ready');
+}
+
+/** The declared capabilities, plus `ffmpeg` when an FFmpeg binary is found here. */
+function detectCapabilities(declared: string[]): string[] {
+  const capabilities = new Set(declared);
+  if (locateFfmpeg() !== undefined) capabilities.add('ffmpeg');
+  return [...capabilities];
 }

@@ -41,7 +41,7 @@ describe('loadJobTypes', () => {
     const jobTypes = await loadJobTypes(SHIPPED_JOBS);
     assert.deepEqual(
       jobTypes.map((jobType) => jobType.name),
-      ['sleep', 'checksum'],
+      ['sleep', 'checksum', 'transcode'],
     );
   });
 
@@ -83,7 +83,7 @@ describe('loadJobTypes', () => {
 describe('loadJobTypeRegistry', () => {
   test('gathers the job types of several modules by name', async () => {
     const registry = await loadJobTypeRegistry([SHIPPED_JOBS, moduleOf('export default [{ name: "extra", run() {} }]')]);
-    assert.deepEqual([...registry.keys()], ['sleep', 'checksum', 'extra']);
+    assert.deepEqual([...registry.keys()], ['sleep', 'checksum', 'transcode', 'extra']);
   });
 
   test('refuses a name that two modules define', async () => {

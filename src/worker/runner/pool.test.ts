@@ -163,8 +163,8 @@ describe('ProcessPool with well-behaved jobs', () => {
   });
 
   test('a job type the worker does not have is permanent "unknown_job_type"', async () => {
-    const { outcome } = await runJob(pool, 'transcode', {});
-    assertFailed(outcome, 'permanent', 'unknown_job_type', /"transcode".*sleep, checksum/);
+    const { outcome } = await runJob(pool, 'no-such-type', {});
+    assertFailed(outcome, 'permanent', 'unknown_job_type', /"no-such-type".*sleep, checksum, transcode/);
   });
 
   test('invalid input for a shipped job type is permanent "invalid_input"', async () => {

@@ -1,0 +1,7 @@
+import { EmbeddedBroker } from '../broker/embedded.js';
+import { apiBehaviour } from './api-behaviour.js';
+
+apiBehaviour('the embedded broker', async () => {
+  const broker = new EmbeddedBroker();
+  return { connect: async () => broker.connect(), close: () => broker.close() };
+});

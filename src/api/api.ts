@@ -1,0 +1,97 @@
+import swagger from '@fastify/swagger';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Broker } from '../broker/broker.js';
+import type { Orchestrator } from '../orchestrator/orchestrator.js';
+import { version } from '../version.js';
+import { requireApiKey, type KeyLookup } from './auth.js';
+import { handleError, handleNotFound } from './errors.js';
+import { Readiness } from './readiness.js';
+import { registerFleetRoutes } from './routes/fleet.js';
+import { registerHealthRoutes } from './routes/health.js';
+import { registerJobEventRoutes } from './routes/job-events.js';
+import { registerJobRoutes } from './routes/jobs.js';
+import { registerSubmitRoutes } from './routes/submit.js';
+import { OpenEventStreams } from './sse.js';
+import { formatValidationError, useStrictValidation } from './validation.js';
+
+export interface ApiLimits {
+  /** Largest request body accepted; a larger one is answered 413. */
+  bodyBytes: number;
+  /** Most jobs in one `POST /v1/jobs/batch`. */
+  batchJobs: number;
+}
+
+export const defaultApiLimits: ApiLimits = { bodyBytes: 1024 * 1024, batchJobs: 1000 };
+
+export interface ApiOptions {
+  orchestrator: Orchestrator;
+  /** Tells the tenant of an API key (the KeyStore). */
+  keys: KeyLookup;
+  /** The orchestrator's broker connection, watched for `GET /readyz`. */
+  broker: Pick<Broker, 'onEvent'>;
+  logger: Logger;
+  limits?: Partial<ApiLimits>;
+  /** How often an event stream sends a keep-alive comment (default 15 s). */
+  eventHeartbeatMs?: number;
+}
+
+/**
+ * The orchestrator's HTTP API: `/v1/*` (every route needs `Authorization: Bearer KEY`,
+ * and the key decides the tenant), `/healthz`, `/readyz` and `/openapi.json`.
+ *
+ * Routes outside `/v1` can be added to the returned instance before it listens (say,
+ * `GET /metrics`); they get the error shape but no authentication.
+ */
+export function buildApi(options: ApiOptions): FastifyInstance {
+  const limits = { ...defaultApiLimits, ...options.limits };
+  // Typed as fastify's logger interface, which pino's implements, so that the instance has
+  // the default type every route module takes.
+  const logger: FastifyBaseLogger = options.logger;
+  const app = Fastify({
+    loggerInstance: logger,
+    // Clients poll and stream; a log line per request would drown everything else.
+    // Failures are still logged by the error handler.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: limits.bodyBytes,
+    schemaErrorFormatter: formatValidationError,
+    // Errors the router raises before any route runs (a malformed URL, a path parameter
+    // over its length limit) get the same shape as every other error.
+    frameworkErrors: handleError(limits.bodyBytes),
+  });
+  useStrictValidation(app);
+  app.setErrorHandler(handleError(limits.bodyBytes));
+  app.setNotFoundHandler(handleNotFound);
+
+  const streams = new OpenEventStreams(options.eventHeartbeatMs ?? 15_000);
+  // Open event streams would keep `close` waiting for their jobs to end: end them first.
+  app.addHook('preClose', async () => streams.endAll());
+  const readiness = new Readiness(options.orchestrator.ledger, options.broker);
+  app.addHook('onClose', async () => readiness.stop());
+
+  void app.register(swagger, {
+    openapi: {
+      info: { title: 'planrun', version, description: 'Long jobs over an at-least-once queue, each with an exactly-once effect.' },
+      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'an API key from `planrun keys create`' } } },
+    },
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // In a plugin so that they are added after swagger is loaded, which documents them.
+  void app.register(async (root) => registerHealthRoutes(root, readiness));
+
+  void app.register(
+    async (v1) => {
+      requireApiKey(v1, options.keys);
+      // Every /v1 route is documented as needing the key.
+      v1.addHook('onRoute', (route) => {
+        route.schema = { ...route.schema, security: [{ apiKey: [] }] };
+      });
+      registerSubmitRoutes(v1, options.orchestrator, limits);
+      registerJobRoutes(v1, options.orchestrator);
+      registerJobEventRoutes(v1, options.orchestrator, streams);
+      registerFleetRoutes(v1, options.orchestrator.fleet);
+    },
+    { prefix: '/v1' },
+  );
+  return app;
+}

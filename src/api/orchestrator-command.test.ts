@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { RabbitMqBroker } from '../broker/rabbitmq.js';
+import { KeyStore } from '../keys/key-store.js';
+import { rabbitMqUrl } from '../testing/services.js';
+import { tempDir } from '../testing/temp-dir.js';
+import { waitFor } from '../testing/wait.js';
+import { Topology } from '../topology.js';
+
+const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('planrun orchestrator serves the HTTP API', () => {
+  it('listens on --host/--port, logs the URL, takes keys from its data dir, and closes on SIGTERM', async () => {
+    const dir = tempDir('planrun-orchestrator-api-');
+    const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
+    const port = await freePort();
+    const keys = KeyStore.open(dir.path);
+    const { key } = keys.create('acme');
+    keys.close();
+    const child = spawn(
+      process.execPath,
+      [planrun, 'orchestrator', '--amqp', rabbitMqUrl, '--data-dir', dir.path, '--host', '127.0.0.1', '--port', String(port), '--prefix', topology.prefix],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } },
+    );
+    let log = '';
+    child.stderr.on('data', (chunk: Buffer) => (log += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      await waitFor('the listening log line', () => log.includes(`HTTP API on ${url}`), 10_000);
+      assert.equal((await fetch(`${url}/readyz`)).status, 200);
+      const submitted = await fetch(`${url}/v1/jobs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ type: 'probe', input: {} }),
+      });
+      assert.equal(submitted.status, 202);
+      assert.equal(((await submitted.json()) as { tenant: string }).tenant, 'acme');
+
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, log);
+      await assert.rejects(fetch(`${url}/healthz`), 'nothing listens any more');
+    } finally {
+      child.kill('SIGKILL');
+      const broker = await RabbitMqBroker.connect({ url: rabbitMqUrl });
+      for (const queue of [topology.controlQueue, topology.submitQueue, topology.deadQueue, topology.workQueue('probe')]) {
+        await broker.deleteQueue(queue).catch(() => undefined);
+      }
+      await broker.deleteExchange(topology.resultsExchange).catch(() => undefined);
+      await broker.close();
+      dir.remove();
+    }
+  });
+});

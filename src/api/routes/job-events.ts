@@ -1,0 +1,112 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Job } from '../../ledger/ledger.js';
+import { isTerminal } from '../../ledger/states.js';
+import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { errorSchema, jobNotFound } from '../errors.js';
+import { toJobSummary } from '../job-view.js';
+import type { EventStream, OpenEventStreams } from '../sse.js';
+import { jobIdParams } from './jobs.js';
+
+/**
+ * `GET /v1/jobs/:id/events`: server-sent events, each one's data the job as it stands
+ * (the summary of `GET /v1/jobs/:id`, without attempts):
+ *
+ * - `state` at once on connect, then whenever the state, the attempt or a cancel request
+ *   changes;
+ * - `progress` when only the progress or its message changed;
+ * - the last event is a `state` event with state `finished` or `failed`, after which the
+ *   server ends the stream (a client that connects after the end gets just that event).
+ *
+ * Change notifications only say "look again": every event is read from the ledger, so a
+ * stream never shows a state that was not committed, and notifications that come close
+ * together make one read.
+ */
+export function registerJobEventRoutes(scope: FastifyInstance, orchestrator: Orchestrator, streams: OpenEventStreams): void {
+  scope.get<{ Params: { id: string } }>(
+    '/jobs/:id/events',
+    {
+      // A HEAD request would open a stream with no body to carry it.
+      exposeHeadRoute: false,
+      schema: {
+        summary: "A job's state and progress as server-sent events, until it ends",
+        tags: ['jobs'],
+        params: jobIdParams,
+        response: {
+          200: {
+            description: 'server-sent `state` and `progress` events, each one carrying the job as JSON',
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+          401: errorSchema,
+          404: errorSchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const changed = new ChangeSignal();
+      // Listening starts before the first read, so no change in between goes unseen.
+      const stopListening = orchestrator.events.onJob(id, () => changed.notify());
+      try {
+        const job = await orchestrator.ledger.getJob(id, request.tenant);
+        if (!job) throw jobNotFound(id);
+        await follow(job, streams.start(reply), changed, (jobId) => orchestrator.ledger.getJob(jobId, request.tenant), request.log);
+      } finally {
+        stopListening();
+      }
+    },
+  );
+}
+
+async function follow(
+  first: Job,
+  stream: EventStream,
+  changed: ChangeSignal,
+  read: (jobId: string) => Promise<Job | undefined>,
+  log: FastifyBaseLogger,
+): Promise<void> {
+  stream.onClose(() => changed.notify());
+  // A backstop for changes made where this process does not hear of them (another
+  // orchestrator sharing the ledger): look again at every heartbeat.
+  stream.onHeartbeat(() => changed.notify());
+  let shown = first;
+  stream.send('state', toJobSummary(shown));
+  try {
+    while (!isTerminal(shown.state)) {
+      await changed.next();
+      if (stream.closed) return;
+      const job = await read(shown.id);
+      if (!job) return;
+      const event = eventFor(shown, job);
+      if (event) stream.send(event, toJobSummary(job));
+      shown = job;
+    }
+  } catch (error) {
+    // The response is already streaming: the client sees the stream end and reconnects.
+    log.warn({ err: error, jobId: shown.id }, 'job event stream ended by an error');
+  } finally {
+    stream.end();
+  }
+}
+
+function eventFor(before: Job, after: Job): 'state' | 'progress' | undefined {
+  if (after.state !== before.state || after.attempt !== before.attempt || after.cancelRequested !== before.cancelRequested) return 'state';
+  if (after.progress !== before.progress || after.progressMessage !== before.progressMessage) return 'progress';
+  return undefined;
+}
+
+/** "Something changed since you last looked": any number of notifications wake one `next`. */
+class ChangeSignal {
+  private pending = false;
+  private wake: (() => void) | undefined;
+
+  notify(): void {
+    this.pending = true;
+    this.wake?.();
+  }
+
+  async next(): Promise<void> {
+    if (!this.pending) await new Promise<void>((resolve) => (this.wake = resolve));
+    this.wake = undefined;
+    this.pending = false;
+  }
+}

@@ -1,0 +1,105 @@
+import type { FastifyInstance } from 'fastify';
+import type { Job } from '../../ledger/ledger.js';
+import type { JobState } from '../../ledger/states.js';
+import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { ApiError, ApiErrorCode, errorSchema, jobNotFound } from '../errors.js';
+import { jobDetailSchema, jobSummarySchema, toJobDetail, toJobSummary, type JobDetail } from '../job-view.js';
+
+export const jobIdParams = {
+  type: 'object',
+  required: ['id'],
+  // 100 characters is the router's limit on a path parameter (a job id is a 36-character UUID).
+  properties: { id: { type: 'string', minLength: 1, maxLength: 100 } },
+} as const;
+
+const listQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'] },
+    type: { type: 'string', minLength: 1, maxLength: 64 },
+    cursor: { type: 'string', minLength: 1, maxLength: 256, description: 'the nextCursor of the page before' },
+    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
+  },
+} as const;
+
+interface ListQuery {
+  state?: JobState;
+  type?: string;
+  cursor?: string;
+  limit: number;
+}
+
+/** Reading, listing and cancelling one tenant's jobs. Another tenant's job is answered 404, as a missing one. */
+export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestrator): void {
+  const { ledger } = orchestrator;
+
+  async function detail(job: Job): Promise<JobDetail> {
+    return toJobDetail(job, await ledger.getAttempts(job.id));
+  }
+
+  scope.get<{ Params: { id: string } }>(
+    '/jobs/:id',
+    {
+      schema: {
+        summary: 'A job: its state, progress, result or error, and every attempt',
+        tags: ['jobs'],
+        params: jobIdParams,
+        response: { 200: jobDetailSchema, 401: errorSchema, 404: errorSchema },
+      },
+    },
+    async (request) => {
+      const job = await ledger.getJob(request.params.id, request.tenant);
+      if (!job) throw jobNotFound(request.params.id);
+      return detail(job);
+    },
+  );
+
+  scope.get<{ Querystring: ListQuery }>(
+    '/jobs',
+    {
+      schema: {
+        summary: "The tenant's jobs, newest first, a page at a time",
+        tags: ['jobs'],
+        querystring: listQuery,
+        response: {
+          200: {
+            type: 'object',
+            required: ['jobs', 'nextCursor'],
+            properties: {
+              jobs: { type: 'array', items: jobSummarySchema },
+              nextCursor: { type: ['string', 'null'], description: 'pass it as `cursor` for the next page; null on the last page' },
+            },
+          },
+          400: errorSchema,
+          401: errorSchema,
+        },
+      },
+    },
+    async (request) => {
+      const page = await ledger.listJobs({ ...request.query, tenant: request.tenant });
+      return { jobs: page.jobs.map(toJobSummary), nextCursor: page.nextCursor };
+    },
+  );
+
+  // A queued job fails as cancelled at once; a running one is marked `cancelRequested`
+  // and its worker stops it at its next heartbeat. A job that already ended cannot be.
+  scope.post<{ Params: { id: string } }>(
+    '/jobs/:id/cancel',
+    {
+      schema: {
+        summary: 'Cancel a job',
+        tags: ['jobs'],
+        params: jobIdParams,
+        response: { 200: jobDetailSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema },
+      },
+    },
+    async (request) => {
+      const result = await orchestrator.cancel(request.params.id, request.tenant);
+      if (result.outcome !== 'refused') return detail(result.job);
+      if (result.reason === 'unknown_job' || !result.job) throw jobNotFound(request.params.id);
+      const ended = result.job.failureReason ? `${result.job.state}: ${result.job.failureReason}` : result.job.state;
+      throw new ApiError(409, ApiErrorCode.conflict, `job ${request.params.id} already ended (${ended})`);
+    },
+  );
+}

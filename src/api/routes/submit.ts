@@ -1,0 +1,122 @@
+import type { FastifyInstance } from 'fastify';
+import type { SubmitParams, SubmitResult } from '../../ledger/ledger.js';
+import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { errorSchema } from '../errors.js';
+import { submittedJobSchema, toJobSummary, type SubmittedJob } from '../job-view.js';
+
+// Job types and capabilities become words of routing keys and queue names, so the API
+// holds them to the rule job types are defined with (src/worker/runner/job-type.ts).
+const namePattern = '^[A-Za-z][A-Za-z0-9_-]{0,63}$';
+
+const idempotencyKeySchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  description: 'the same key (per tenant) always answers with the same job',
+} as const;
+
+const submissionProperties = {
+  type: { type: 'string', pattern: namePattern, description: 'the job type' },
+  input: { description: "the job's input: any JSON" },
+  requires: {
+    type: 'array',
+    maxItems: 64,
+    items: { type: 'string', pattern: namePattern },
+    description: 'capabilities a worker needs to run the job, beyond those its type requires',
+  },
+  maxAttempts: { type: 'integer', minimum: 1, maximum: 100, description: "attempts before the job fails as exhausted (default: the orchestrator's)" },
+} as const;
+
+const submissionSchema = {
+  type: 'object',
+  required: ['type', 'input'],
+  additionalProperties: false,
+  properties: submissionProperties,
+} as const;
+
+const batchItemSchema = {
+  type: 'object',
+  required: ['type', 'input'],
+  additionalProperties: false,
+  properties: { ...submissionProperties, idempotencyKey: idempotencyKeySchema },
+} as const;
+
+interface Submission {
+  type: string;
+  input: unknown;
+  requires?: string[];
+  maxAttempts?: number;
+}
+
+interface BatchItem extends Submission {
+  idempotencyKey?: string;
+}
+
+const rejections = { 400: errorSchema, 401: errorSchema, 413: errorSchema } as const;
+
+/**
+ * `POST /v1/jobs` and `POST /v1/jobs/batch`. Both answer 202: the job is recorded, and
+ * runs later. A repeated idempotency key answers 202 too, with the job it named first
+ * (`created: false`), so a client retrying after a lost answer sees the same answer. A
+ * job no worker of the fleet can run is accepted and fails at once: 202, state `failed`,
+ * reason `unroutable`, its error naming what is missing.
+ */
+export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orchestrator, limits: { batchJobs: number }): void {
+  scope.post<{ Body: Submission; Headers: { 'idempotency-key'?: string } }>(
+    '/jobs',
+    {
+      schema: {
+        summary: 'Submit a job',
+        tags: ['jobs'],
+        headers: { type: 'object', properties: { 'idempotency-key': idempotencyKeySchema } },
+        body: submissionSchema,
+        response: { 202: submittedJobSchema, ...rejections },
+      },
+    },
+    async (request, reply) => {
+      const { type, input, requires, maxAttempts } = request.body;
+      const idempotencyKey = request.headers['idempotency-key'];
+      const result = await orchestrator.submit({ tenant: request.tenant, type, input, requires, maxAttempts, idempotencyKey });
+      return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(toSubmittedJob(result));
+    },
+  );
+
+  // Like BullMQ's addBulk: one transaction, one answer per job in the order sent. The
+  // batch is validated whole first: one invalid item rejects it all with a 400 naming the
+  // item (`body/jobs/3/type must be string`), so no batch is ever half recorded.
+  scope.post<{ Body: { jobs: BatchItem[] } }>(
+    '/jobs/batch',
+    {
+      schema: {
+        summary: 'Submit many jobs at once',
+        tags: ['jobs'],
+        body: {
+          type: 'object',
+          required: ['jobs'],
+          additionalProperties: false,
+          properties: { jobs: { type: 'array', minItems: 1, maxItems: limits.batchJobs, items: batchItemSchema } },
+        },
+        response: {
+          202: { type: 'object', required: ['jobs'], properties: { jobs: { type: 'array', items: submittedJobSchema } } },
+          ...rejections,
+        },
+      },
+    },
+    async (request, reply) => {
+      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, idempotencyKey }) => ({
+        tenant: request.tenant,
+        type,
+        input,
+        requires,
+        maxAttempts,
+        idempotencyKey,
+      }));
+      const results = await orchestrator.submitMany(params);
+      return reply.status(202).send({ jobs: results.map(toSubmittedJob) });
+    },
+  );
+}
+
+function toSubmittedJob(result: SubmitResult): SubmittedJob {
+  return { ...toJobSummary(result.job), created: result.created };
+}

@@ -1,0 +1,58 @@
+/**
+ * The short chaos profile, as CI runs it: a RabbitMQ node of the test's own (never the
+ * shared one), an orchestrator and three workers as processes behind fault proxies, a
+ * few hundred jobs, every fault kind at least once; the checker must find every
+ * invariant held. The seed is fixed (PLANRUN_CHAOS_SEED overrides it), so a failure
+ * replays with `npm run chaos -- --seed <seed>`.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import type { CheckReport } from './checker.js';
+import { faultKinds } from './plan.js';
+
+const mainPath = fileURLToPath(new URL('./main.js', import.meta.url));
+const seed = process.env.PLANRUN_CHAOS_SEED ?? 'ci-1';
+const budgetMs = 5 * 60_000;
+
+function rabbitMqInstalled(): boolean {
+  if (process.env.PLANRUN_CHAOS_RABBITMQ_BIN) return true;
+  if (existsSync('/usr/lib/rabbitmq/bin/rabbitmq-server')) return true;
+  return (process.env.PATH ?? '').split(':').some((dir) => existsSync(join(dir, 'rabbitmq-server')));
+}
+
+describe('chaos: the short profile', { skip: rabbitMqInstalled() ? false : 'RabbitMQ is not installed on this machine' }, () => {
+  it('injects every fault kind and finds every invariant held', { timeout: budgetMs + 60_000 }, async () => {
+    const started = Date.now();
+    const child = spawn(process.execPath, [mainPath, '--profile', 'short', '--seed', seed, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    const elapsed = Date.now() - started;
+
+    let report: CheckReport | undefined;
+    try {
+      report = JSON.parse(stdout) as CheckReport;
+    } catch {
+      assert.fail(`the chaos run printed no report (exit code ${code}):\n${stderr.slice(-5000)}`);
+    }
+    const kept = /kept in (\S+)/.exec(stderr)?.[1];
+    const text = kept && existsSync(join(kept, 'report.txt')) ? readFileSync(join(kept, 'report.txt'), 'utf8') : stderr.slice(-5000);
+    const violated = report.invariants.filter((i) => i.status === 'violated').map((i) => i.id);
+    assert.deepEqual(violated, [], `seed ${seed}: invariants violated\n${text}`);
+    assert.equal(code, 0, `seed ${seed}: exit code ${code}\n${text}`);
+
+    const injected = new Set(report.faults.filter((f) => f.ok).map((f) => f.kind));
+    assert.deepEqual([...faultKinds].filter((k) => !injected.has(k)), [], 'every fault kind injected and healed');
+    for (const kind of ['job permanent', 'job transient', 'job crash', 'job hang', 'job fatal', 'job over-reserve write']) {
+      assert.ok((report.jobFaults[kind] ?? 0) > 0, `job fault "${kind}" happened`);
+    }
+    assert.ok(report.jobs.acked >= 250, `most of the 300 jobs were acknowledged (${report.jobs.acked})`);
+    assert.ok(elapsed < budgetMs, `the run took ${elapsed} ms`);
+  });
+});

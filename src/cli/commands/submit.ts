@@ -1,0 +1,70 @@
+import type { Command } from 'commander';
+import type { Client } from '../../client/client.js';
+import { clientFor, clientOptions, talkingToApi, type ClientFlags } from '../client-options.js';
+import { formatFinal, ProgressDisplay } from '../job-output.js';
+import { listOption, positiveIntOption, UsageError } from '../options.js';
+
+interface SubmitFlags extends ClientFlags {
+  input: string;
+  idempotencyKey?: string;
+  requires?: string[];
+  maxAttempts?: number;
+  wait?: boolean;
+}
+
+export function registerSubmitCommand(program: Command): void {
+  clientOptions(
+    program
+      .command('submit')
+      .description('submit a job and print its id; with --wait, follow it to the end (exit 0 if it finished, 1 if it failed)')
+      .argument('<type>', 'the job type, e.g. transcode')
+      .option('--input <json>', 'the job input, as JSON', '{}')
+      .option('--idempotency-key <key>', 'the same key always answers with the same job')
+      .option('--requires <capabilities>', 'capabilities a worker needs, comma-separated (e.g. gpu,ffmpeg)', listOption)
+      .option('--max-attempts <n>', 'attempts before the job fails as exhausted', positiveIntOption)
+      .option('--wait', 'show its progress and wait until it ends'),
+  ).action((type: string, flags: SubmitFlags) => submit(type, flags));
+}
+
+async function submit(type: string, flags: SubmitFlags): Promise<void> {
+  const input = parseInput(flags.input);
+  const client = clientFor(flags);
+  const job = await talkingToApi(flags, () =>
+    client.submit(type, input, { idempotencyKey: flags.idempotencyKey, requires: flags.requires, maxAttempts: flags.maxAttempts }),
+  );
+  console.log(job.id);
+  if (flags.wait) await follow(client, job.id, flags);
+}
+
+/**
+ * Follows a job to its end with a progress line on stderr, prints its final state on
+ * stdout, and sets the exit code: 0 finished, 1 failed.
+ */
+export async function follow(client: Client, id: string, flags: ClientFlags): Promise<void> {
+  const display = new ProgressDisplay(process.stderr);
+  // ^C leaves the terminal on a fresh line; the job itself goes on (cancel it with the API).
+  const interrupted = () => {
+    display.finish();
+    process.exit(130);
+  };
+  process.once('SIGINT', interrupted);
+  try {
+    const job = await talkingToApi(flags, () => client.wait(id, { onEvent: (event) => display.update(event) }));
+    display.finish();
+    console.log(formatFinal(job));
+    process.exitCode = job.state === 'finished' ? 0 : 1;
+  } catch (error) {
+    display.finish();
+    throw error;
+  } finally {
+    process.off('SIGINT', interrupted);
+  }
+}
+
+function parseInput(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--input is not valid JSON (${(error as Error).message}): ${JSON.stringify(text)}`);
+  }
+}

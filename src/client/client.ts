@@ -1,0 +1,428 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiErrorCode, isPlanrunApiError, PlanrunApiError } from './errors.js';
+import { parseEventStream, type ServerSentEvent } from './sse.js';
+import {
+  isTerminalState,
+  type ClientOptions,
+  type EventsOptions,
+  type FleetView,
+  type JobEvent,
+  type JobPage,
+  type JobSubmission,
+  type JobSummary,
+  type JobView,
+  type ListOptions,
+  type ReconnectOptions,
+  type SubmitOptions,
+  type SubmittedJob,
+  type TerminalJobView,
+  type WaitOptions,
+} from './types.js';
+
+/** `wait` stops reopening a stream that failed this many times in a row without an event, and polls. */
+const maxStreamFailures = 3;
+
+const defaultReconnect: ReconnectOptions = { initialDelayMs: 250, maxDelayMs: 2_000, giveUpAfterMs: 30_000, idleTimeoutMs: 60_000 };
+
+interface RequestOptions {
+  body?: unknown;
+  headers?: Record<string, string>;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * The typed client of planrun's HTTP API.
+ *
+ * ```ts
+ * const client = new Client({ url: 'http://127.0.0.1:7700', key: process.env.PLANRUN_KEY! });
+ * const { id } = await client.submit('transcode', { source: 'in.mp4' }, { idempotencyKey: 'order-42' });
+ * const job = await client.wait(id);
+ * if (job.state === 'failed') console.error(job.error?.code, job.error?.message);
+ * ```
+ *
+ * Every failure is a PlanrunApiError: branch on its `code` (`not_found`, `unauthorized`,
+ * `unreachable`...).
+ */
+export class Client {
+  readonly url: string;
+  private readonly key: string;
+  private readonly fetch: typeof fetch;
+  private readonly timeoutMs: number;
+  private readonly reconnect: ReconnectOptions;
+
+  constructor(options: ClientOptions) {
+    let base: URL;
+    try {
+      base = new URL(options.url);
+    } catch {
+      throw new TypeError(`planrun client: "${options.url}" is not a URL (expected something like http://127.0.0.1:7700)`);
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw new TypeError(`planrun client: "${options.url}" is not an http(s) URL`);
+    }
+    if (typeof options.key !== 'string' || options.key.length === 0) throw new TypeError('planrun client: an API key is required');
+    this.url = base.href.replace(/\/+$/, '');
+    this.key = options.key;
+    this.fetch = options.fetch ?? globalThis.fetch;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.reconnect = { ...defaultReconnect, ...options.reconnect };
+  }
+
+  /** Submits one job. The same `idempotencyKey` always answers with the same job. */
+  async submit(type: string, input: unknown, options: SubmitOptions = {}): Promise<SubmittedJob> {
+    const headers: Record<string, string> = {};
+    if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
+    return this.request<SubmittedJob>('POST', '/v1/jobs', {
+      body: { type, input, requires: options.requires, maxAttempts: options.maxAttempts },
+      headers,
+    });
+  }
+
+  /**
+   * Submits many jobs in one request and one ledger transaction; one answer per job, in
+   * the order given. One invalid submission refuses the whole batch (`invalid_request`).
+   */
+  async submitMany(jobs: JobSubmission[]): Promise<SubmittedJob[]> {
+    const answer = await this.request<{ jobs: SubmittedJob[] }>('POST', '/v1/jobs/batch', {
+      body: {
+        jobs: jobs.map((job) => ({
+          type: job.type,
+          input: job.input,
+          requires: job.requires,
+          maxAttempts: job.maxAttempts,
+          idempotencyKey: job.idempotencyKey,
+        })),
+      },
+    });
+    if (!Array.isArray(answer?.jobs)) throw this.invalidResponse('/v1/jobs/batch', 'the batch answer has no jobs list');
+    return answer.jobs;
+  }
+
+  async get(id: string, options: { signal?: AbortSignal } = {}): Promise<JobView> {
+    return this.request<JobView>('GET', jobPath(id), { signal: options.signal });
+  }
+
+  /** One page of the tenant's jobs, newest first; pass `nextCursor` back for the next page. */
+  async list(options: ListOptions = {}): Promise<JobPage> {
+    const query = new URLSearchParams();
+    if (options.state !== undefined) query.set('state', options.state);
+    if (options.type !== undefined) query.set('type', options.type);
+    if (options.cursor !== undefined) query.set('cursor', options.cursor);
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    const search = query.size > 0 ? `?${query}` : '';
+    const page = await this.request<JobPage>('GET', `/v1/jobs${search}`);
+    if (!Array.isArray(page?.jobs)) throw this.invalidResponse('/v1/jobs', 'the job list has no jobs');
+    return { jobs: page.jobs, nextCursor: page.nextCursor ?? null };
+  }
+
+  /** Cancels a job: at once when queued, at its worker's next heartbeat when running. */
+  async cancel(id: string): Promise<JobView> {
+    return this.request<JobView>('POST', `${jobPath(id)}/cancel`);
+  }
+
+  /** The workers the orchestrator has heard from lately. */
+  async fleet(): Promise<FleetView> {
+    return this.request<FleetView>('GET', '/v1/fleet');
+  }
+
+  /**
+   * The job's events as they happen: state changes and progress, ending with the
+   * terminal state (at once if the job already ended). A connection that drops before
+   * then is reopened; the iterator fails only if the API refuses (e.g. `not_found`) or
+   * stays unreachable for the reconnect policy's `giveUpAfterMs`.
+   */
+  async *events(id: string, options: EventsOptions = {}): AsyncGenerator<JobEvent> {
+    const unreachableSince = new Backoff(this.reconnect);
+    let lastEventId: string | undefined;
+    let previous: string | undefined;
+    for (;;) {
+      let retryMs: number | undefined;
+      try {
+        for await (const sse of this.openStream(id, lastEventId, options.signal)) {
+          unreachableSince.reset();
+          lastEventId = sse.id ?? lastEventId;
+          retryMs = sse.retry ?? retryMs;
+          const event = toJobEvent(sse);
+          if (!event) continue;
+          // A reconnect replays the job's current state; do not repeat what was just said.
+          const fingerprint = `${sse.event}\n${sse.data}`;
+          if (fingerprint === previous) continue;
+          previous = fingerprint;
+          yield event;
+          if (event.type === 'state' && isTerminalState(event.job.state)) return;
+        }
+      } catch (error) {
+        if (options.signal?.aborted) throw options.signal.reason;
+        if (!isRetryable(error)) throw error;
+        unreachableSince.fail(error);
+      }
+      await pause(retryMs ?? unreachableSince.nextDelay(), options.signal);
+    }
+  }
+
+  /**
+   * Resolves when the job has ended, with its final view (result or error, attempts).
+   * Follows the event stream; when the stream drops it polls, and reopens the stream
+   * (giving up on it after three failures in a row, polling alone). Never resolves
+   * with a job that has not ended: a `timeoutMs` that passes first fails with code
+   * `timeout`, an aborted `signal` with its reason.
+   */
+  async wait(id: string, options: WaitOptions = {}): Promise<TerminalJobView> {
+    const timeout = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
+    const signals = [options.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
+    let last: JobSummary | undefined;
+    const onAbort = (error: unknown): never => {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (timeout?.aborted) {
+        throw new PlanrunApiError({
+          status: 0,
+          code: ApiErrorCode.timeout,
+          message: `job ${id} did not end within ${options.timeoutMs} ms${last ? ` (last seen ${last.state}, attempt ${last.attempt})` : ''}`,
+          url: `${this.url}${jobPath(id)}`,
+        });
+      }
+      throw error;
+    };
+    const tell = (event: JobEvent | undefined) => {
+      if (!event) return;
+      last = event.job;
+      options.onEvent?.(event);
+    };
+    try {
+      const polls = new Backoff(this.reconnect);
+      let streamFailures = 0;
+      let ended = false;
+      for (;;) {
+        // The stream first. When it drops, one poll says where the job stands, then the
+        // stream is tried again; after three failures in a row without an event, polls alone.
+        if (!ended && streamFailures < maxStreamFailures) {
+          let heard = false;
+          try {
+            for await (const sse of this.openStream(id, undefined, signal)) {
+              const event = toJobEvent(sse);
+              if (!event) continue;
+              heard = true;
+              // A reopened stream starts with the state already seen: tell only what changed.
+              tell(change(last, event.job) && event);
+              if (isTerminalState(event.job.state)) {
+                ended = true;
+                break;
+              }
+            }
+          } catch (error) {
+            if (signal?.aborted || !isRetryable(error)) throw error;
+          }
+          streamFailures = heard ? 0 : streamFailures + 1;
+        }
+        // The final view comes from a read, which has the attempts the events leave out.
+        try {
+          const job = await this.get(id, { signal });
+          polls.succeeded();
+          tell(change(last, job));
+          if (isTerminalState(job.state)) return job as TerminalJobView;
+        } catch (error) {
+          if (signal?.aborted || !isRetryable(error)) throw error;
+          polls.fail(error);
+        }
+        await pause(polls.nextDelay(), signal);
+      }
+    } catch (error) {
+      return onAbort(error);
+    }
+  }
+
+  /** Opens the job's event stream and yields its raw events until the server ends it. */
+  private async *openStream(id: string, lastEventId: string | undefined, signal: AbortSignal | undefined): AsyncGenerator<ServerSentEvent> {
+    const path = `${jobPath(id)}/events`;
+    const connection = new AbortController();
+    const cancel = () => connection.abort(signal?.reason);
+    signal?.addEventListener('abort', cancel, { once: true });
+    let idle: NodeJS.Timeout | undefined;
+    const stillAlive = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => connection.abort(new Error('event stream idle')), this.reconnect.idleTimeoutMs);
+    };
+    try {
+      const headers: Record<string, string> = { accept: 'text/event-stream' };
+      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+      const response = await this.send('GET', path, { headers, signal: connection.signal }, async (r) => r);
+      if (!response.body) throw this.invalidResponse(path, 'the event stream has no body');
+      stillAlive();
+      for await (const event of parseEventStream(tapChunks(response.body, stillAlive))) yield event;
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      throw this.networkError(error, path);
+    } finally {
+      clearTimeout(idle);
+      signal?.removeEventListener('abort', cancel);
+      connection.abort();
+    }
+  }
+
+  private async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const text = await this.send(method, path, options, async (response) => response.text());
+    if (text === '') return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw this.invalidResponse(path, `expected JSON, got ${JSON.stringify(text.slice(0, 80))}`);
+    }
+  }
+
+  /**
+   * Sends one request and hands a successful response to `read`; any other answer
+   * becomes the PlanrunApiError it describes. The timeout covers `read` too, so for a
+   * stream `read` should only check the response and return it.
+   */
+  private async send<R>(method: string, path: string, options: RequestOptions, read: (response: Response) => Promise<R>): Promise<R> {
+    const url = `${this.url}${path}`;
+    const timer = new AbortController();
+    const handle = setTimeout(() => timer.abort(timeoutError(url, this.timeoutMs)), this.timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timer.signal]) : timer.signal;
+    const headers: Record<string, string> = { authorization: `Bearer ${this.key}`, ...options.headers };
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(options.body);
+    }
+    try {
+      const response = await this.fetch(url, { method, headers, body, signal });
+      if (!response.ok) {
+        const text = await response.text().catch(() => '');
+        throw PlanrunApiError.fromResponse(response.status, parseJson(text), url);
+      }
+      return await read(response);
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (timer.signal.aborted) throw timer.signal.reason;
+      throw this.networkError(error, path);
+    } finally {
+      clearTimeout(handle);
+    }
+  }
+
+  /** A failure with no HTTP answer behind it, as a PlanrunApiError naming the URL. */
+  private networkError(error: unknown, path: string): unknown {
+    if (isPlanrunApiError(error)) return error;
+    const url = `${this.url}${path}`;
+    const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
+    const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+    return new PlanrunApiError({
+      status: 0,
+      code: ApiErrorCode.unreachable,
+      message: `cannot reach planrun at ${this.url} (${detail})`,
+      url,
+      cause: error,
+    });
+  }
+
+  private invalidResponse(path: string, message: string): PlanrunApiError {
+    return new PlanrunApiError({ status: 0, code: ApiErrorCode.invalidResponse, message: `${this.url}${path}: ${message}`, url: `${this.url}${path}` });
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sleeps, or fails with the signal's own reason once it is aborted. */
+async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, undefined, signal ? { signal } : undefined);
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    throw error;
+  }
+}
+
+function jobPath(id: string): string {
+  return `/v1/jobs/${encodeURIComponent(id)}`;
+}
+
+function timeoutError(url: string, ms: number): PlanrunApiError {
+  return new PlanrunApiError({ status: 0, code: ApiErrorCode.timeout, message: `no answer from ${url} within ${ms} ms`, url });
+}
+
+/** Worth trying again later: the server was unreachable, slow, or said it is unavailable. */
+function isRetryable(error: unknown): boolean {
+  if (!isPlanrunApiError(error)) return true;
+  return (
+    error.code === ApiErrorCode.unreachable ||
+    error.code === ApiErrorCode.timeout ||
+    error.code === ApiErrorCode.invalidResponse ||
+    error.status === 502 ||
+    error.status === 503 ||
+    error.status === 504
+  );
+}
+
+/**
+ * Doubling pauses between attempts, and the deadline after which a server that has not
+ * answered since `giveUpAfterMs` is given up on.
+ */
+class Backoff {
+  private delay: number;
+  private failingSince: number | undefined;
+
+  constructor(private readonly policy: ReconnectOptions) {
+    this.delay = policy.initialDelayMs;
+  }
+
+  /** The server answered: failures start counting afresh (the pauses keep growing). */
+  succeeded(): void {
+    this.failingSince = undefined;
+  }
+
+  /** The server answered, and all is well again: the next pause is the first one. */
+  reset(): void {
+    this.succeeded();
+    this.delay = this.policy.initialDelayMs;
+  }
+
+  /** Records a failure; throws it once failures have gone on for longer than the policy allows. */
+  fail(error: unknown): void {
+    const now = Date.now();
+    this.failingSince ??= now;
+    if (now - this.failingSince >= this.policy.giveUpAfterMs) throw error;
+  }
+
+  nextDelay(): number {
+    const delay = this.delay;
+    this.delay = Math.min(this.policy.maxDelayMs, this.delay * 2);
+    return delay;
+  }
+}
+
+async function* tapChunks(body: AsyncIterable<Uint8Array>, onChunk: () => void): AsyncGenerator<Uint8Array> {
+  for await (const chunk of body) {
+    onChunk();
+    yield chunk;
+  }
+}
+
+/** The event a server-sent event carries, or undefined for one the client does not know. */
+export function toJobEvent(sse: ServerSentEvent): JobEvent | undefined {
+  if (sse.event !== 'state' && sse.event !== 'progress') return undefined;
+  let job: JobSummary;
+  try {
+    job = JSON.parse(sse.data) as JobSummary;
+  } catch {
+    return undefined;
+  }
+  if (typeof job !== 'object' || job === null || typeof job.state !== 'string') return undefined;
+  return { type: sse.event, job };
+}
+
+/** The event a poll implies: what changed since the job was last seen, as the stream would have said it. */
+function change(before: JobSummary | undefined, after: JobSummary): JobEvent | undefined {
+  if (!before || after.state !== before.state || after.attempt !== before.attempt || after.cancelRequested !== before.cancelRequested) {
+    return { type: 'state', job: after };
+  }
+  if (after.progress !== before.progress || after.progressMessage !== before.progressMessage) return { type: 'progress', job: after };
+  return undefined;
+}

@@ -1,0 +1,28 @@
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { KeyStore } from '../keys/key-store.js';
+
+/** The file in the data dir where `planrun up` keeps the local tenant's key for the client commands. */
+export const localKeyFile = 'local-key';
+
+/** The tenant of jobs submitted with the local key. */
+export const localTenant = 'local';
+
+/**
+ * The key the client commands use by default on this machine: the saved one while it
+ * still works, else a new key for the `local` tenant, saved readable by this user only.
+ */
+export function ensureLocalKey(keys: KeyStore, dataDir: string): string {
+  const file = join(dataDir, localKeyFile);
+  let saved = '';
+  try {
+    saved = readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  if (saved && keys.tenantOf(saved) !== undefined) return saved;
+  const key = keys.create(localTenant).key;
+  writeFileSync(file, `${key}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return key;
+}

@@ -1,0 +1,140 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import type { Broker } from '../broker/broker.js';
+import { EmbeddedBroker } from '../broker/embedded.js';
+import { EmbeddedBrokerServer } from '../broker/embedded-socket-server.js';
+import { RabbitMqBroker } from '../broker/rabbitmq.js';
+import type { LedgerConfig } from '../ledger/ledger.js';
+import { Topology } from '../topology.js';
+import { ensureLocalKey } from './local-key.js';
+import { OrchestratorService } from './orchestrator-service.js';
+import { Supervisor } from './supervisor.js';
+
+const cliPath = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+
+export interface LocalStackOptions {
+  dataDir: string;
+  host: string;
+  port: number;
+  /** RabbitMQ; without it, an embedded broker that workers reach through `<data-dir>/broker.sock`. */
+  amqp?: string;
+  workers: number;
+  slots: number;
+  /** Extra job-types modules for the workers. */
+  jobs: string[];
+  capabilities: string[];
+  ledgerConfig: LedgerConfig;
+  sweepIntervalMs: number;
+  heartbeatIntervalMs: number;
+  prefix: string;
+  logger: Logger;
+  /** Log level of the worker processes (their JSON logs go to this process's stderr). */
+  workerLogLevel: string;
+}
+
+/**
+ * planrun on one machine: the orchestrator (ledger, HTTP API, broker or embedded broker)
+ * in this process, and N worker processes, supervised: one that exits for any reason is
+ * started again. What `planrun up` and `planrun demo` run.
+ */
+export class LocalStack {
+  private constructor(
+    readonly service: OrchestratorService,
+    readonly supervisor: Supervisor,
+    /** The API key of the `local` tenant, saved in the data dir for the client commands. */
+    readonly key: string,
+    readonly brokerDescription: string,
+    private readonly broker: Broker,
+    private readonly embedded: { broker: EmbeddedBroker; server: EmbeddedBrokerServer } | undefined,
+  ) {}
+
+  get url(): string {
+    return this.service.url;
+  }
+
+  static async start(options: LocalStackOptions): Promise<LocalStack> {
+    const dataDir = resolve(options.dataDir);
+    mkdirSync(dataDir, { recursive: true });
+    let embedded: { broker: EmbeddedBroker; server: EmbeddedBrokerServer } | undefined;
+    let broker: Broker;
+    let workerBrokerArgs: string[];
+    if (options.amqp) {
+      broker = await RabbitMqBroker.connect({ url: options.amqp });
+      workerBrokerArgs = ['--amqp', options.amqp];
+    } else {
+      const socket = brokerSocketPath(dataDir);
+      const embeddedBroker = new EmbeddedBroker();
+      embedded = { broker: embeddedBroker, server: await EmbeddedBrokerServer.listen({ broker: embeddedBroker, path: socket }) };
+      broker = embeddedBroker.connect();
+      workerBrokerArgs = ['--broker-socket', socket];
+    }
+    const topology = new Topology(options.prefix);
+    const service = await OrchestratorService.start({
+      dataDir,
+      broker,
+      topology,
+      logger: options.logger,
+      ledgerConfig: options.ledgerConfig,
+      sweepIntervalMs: options.sweepIntervalMs,
+      host: options.host,
+      port: options.port,
+    });
+    const key = ensureLocalKey(service.keys, dataDir);
+    const supervisor = new Supervisor({ logger: options.logger.child({ part: 'supervisor' }) });
+    for (let n = 1; n <= options.workers; n++) {
+      supervisor.start({
+        name: `worker-${n}`,
+        args: [
+          cliPath,
+          'worker',
+          ...workerBrokerArgs,
+          '--prefix', options.prefix,
+          '--slots', String(options.slots),
+          '--heartbeat-interval', `${options.heartbeatIntervalMs}ms`,
+          '--output-dir', join(dataDir, 'outputs'),
+          '--scratch-dir', join(dataDir, 'scratch', `worker-${n}`),
+          ...options.jobs.flatMap((module) => ['--jobs', resolve(module)]),
+          ...(options.capabilities.length > 0 ? ['--capabilities', options.capabilities.join(',')] : []),
+        ],
+        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel },
+      });
+    }
+    return new LocalStack(service, supervisor, key, options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${brokerSocketPath(dataDir)})`, broker, embedded);
+  }
+
+  /** Workers drain and exit first; then the orchestrator stops taking anything and closes. */
+  async stop(): Promise<void> {
+    await this.supervisor.stop();
+    await this.service.stop();
+    await this.broker.close();
+    if (this.embedded) {
+      await this.embedded.server.close();
+      await this.embedded.broker.close();
+    }
+  }
+}
+
+/**
+ * `<data-dir>/broker.sock`, unless that path is too long for a Unix socket (about 107
+ * bytes): then a name in the temp dir derived from the data dir, so it stays stable.
+ */
+function brokerSocketPath(dataDir: string): string {
+  const inDataDir = join(dataDir, 'broker.sock');
+  if (Buffer.byteLength(inDataDir) <= 100) return inDataDir;
+  return join(tmpdir(), `planrun-${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}.sock`);
+}
+
+/** A URL fit for a log line: the password hidden. */
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(an invalid URL)';
+  }
+}

@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { tempDir } from '../testing/temp-dir.js';
+import { KeyStore } from './key-store.js';
+
+const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+
+async function run(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [planrun, ...args]);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+describe('planrun keys', () => {
+  it('create prints the key alone on the last line; list shows it without the secret; revoke ends it', async () => {
+    const dir = tempDir('planrun-keys-cli-');
+    try {
+      const created = await run('keys', 'create', '--tenant', 'acme', '--data-dir', dir.path);
+      assert.equal(created.code, 0, created.stderr);
+      const key = created.stdout.trimEnd().split('\n').pop()!;
+      assert.match(key, /^prk_[A-Za-z0-9_-]{43}$/);
+      assert.equal(created.stdout, `${key}\n`, 'stdout is the key alone');
+      assert.match(created.stderr, /for tenant acme; store it now/);
+
+      const store = KeyStore.open(dir.path);
+      const [record] = store.list();
+      assert.equal(store.tenantOf(key), 'acme');
+      store.close();
+
+      const listed = await run('keys', 'list', '--data-dir', dir.path);
+      assert.equal(listed.code, 0);
+      const lines = listed.stdout.trimEnd().split('\n');
+      assert.match(lines[0]!, /^ID\s+TENANT\s+KEY\s+CREATED$/);
+      assert.match(lines[1]!, new RegExp(`^${record!.id}\\s+acme\\s+${key.slice(0, 12)}\\.\\.\\.\\s+\\d{4}-\\d\\d-\\d\\dT`));
+      assert.ok(!listed.stdout.includes(key));
+
+      const revoked = await run('keys', 'revoke', record!.id, '--data-dir', dir.path);
+      assert.equal(revoked.code, 0);
+      assert.equal(revoked.stdout, `revoked key ${record!.id}\n`);
+      const reopened = KeyStore.open(dir.path);
+      assert.equal(reopened.tenantOf(key), undefined);
+      reopened.close();
+
+      const again = await run('keys', 'revoke', record!.id, '--data-dir', dir.path);
+      assert.equal(again.code, 2);
+      assert.equal(again.stderr, `planrun: no key has id ${record!.id} (see planrun keys list)\n`);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('refuses a bad tenant name in one line, and needs --tenant', async () => {
+    const dir = tempDir('planrun-keys-cli-');
+    try {
+      const dotted = await run('keys', 'create', '--tenant', 'acme.eu', '--data-dir', dir.path);
+      assert.equal(dotted.code, 2);
+      assert.match(dotted.stderr, /^planrun: tenant name "acme.eu" must start with a letter/);
+      assert.equal(dotted.stdout, '');
+      const missing = await run('keys', 'create', '--data-dir', dir.path);
+      assert.notEqual(missing.code, 0);
+      assert.match(missing.stderr, /required option '--tenant <name>' not specified/);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('every keys command has --help', async () => {
+    for (const command of [['keys'], ['keys', 'create'], ['keys', 'list'], ['keys', 'revoke']]) {
+      const help = await run(...command, '--help');
+      assert.equal(help.code, 0, command.join(' '));
+      assert.match(help.stdout, new RegExp(`^Usage: planrun ${command.join(' ')}`), command.join(' '));
+    }
+  });
+});

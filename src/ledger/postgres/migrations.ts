@@ -1,0 +1,120 @@
+/**
+ * The PostgreSQL ledger schema, as numbered migrations applied in order at start-up, all
+ * pending ones in one transaction under an advisory lock (see database.ts). Each applied
+ * version is recorded in `schema_migrations`; a schema with a version this build does not
+ * know is refused rather than guessed at. Never edit a released migration: add one.
+ *
+ * It mirrors the SQLite schema (src/ledger/sqlite/migrations.ts) constraint for constraint:
+ * the same CHECKs, the same partial indexes, and the state machine enforced by triggers
+ * (plpgsql here). Times are epoch milliseconds in bigint columns, always written from the
+ * ledger's injected clock, never from the database's now(). Structured values (input,
+ * requires, result, errors, message bodies) are `json`, which keeps the exact text it was
+ * given (so they round-trip as they do in SQLite, `\u0000` escapes included) and still
+ * refuses malformed JSON.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'jobs, attempts and outbox',
+    sql: `
+      CREATE TABLE jobs (
+        seq              bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id               text    NOT NULL UNIQUE,
+        tenant           text    NOT NULL,
+        type             text    NOT NULL,
+        input            json    NOT NULL,
+        requires         json    NOT NULL,
+        idempotency_key  text,
+        state            text    NOT NULL CHECK (state IN ('queued', 'running', 'finished', 'failed')),
+        attempt          integer NOT NULL CHECK (attempt >= 1),
+        max_attempts     integer NOT NULL CHECK (max_attempts >= 1),
+        not_before       bigint  NOT NULL,
+        redispatch_at    bigint,
+        lease_token      text,
+        lease_holder     text,
+        lease_deadline   bigint,
+        cancel_requested boolean NOT NULL DEFAULT false,
+        progress         double precision,
+        progress_message text,
+        result           json,
+        failure_reason   text CHECK (failure_reason IN ('permanent', 'exhausted', 'cancelled', 'unroutable')),
+        error_class      text CHECK (error_class IN ('permanent', 'transient', 'fatal')),
+        error_code       text,
+        error_message    text,
+        created_at       bigint  NOT NULL,
+        updated_at       bigint  NOT NULL,
+        started_at       bigint,
+        ended_at         bigint,
+        CHECK (attempt <= max_attempts),
+        CHECK ((state = 'running') = (lease_token IS NOT NULL AND lease_deadline IS NOT NULL)),
+        CHECK ((state IN ('finished', 'failed')) = (ended_at IS NOT NULL)),
+        CHECK ((state = 'failed') = (failure_reason IS NOT NULL)),
+        CHECK (state <> 'queued' OR redispatch_at IS NOT NULL)
+      );
+
+      CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
+      -- The sweeper's two questions, each answered from an index of what is due.
+      CREATE INDEX jobs_lease_due ON jobs (lease_deadline) WHERE state = 'running';
+      CREATE INDEX jobs_redispatch_due ON jobs (redispatch_at) WHERE state = 'queued';
+      CREATE INDEX jobs_tenant_listing ON jobs (tenant, seq);
+      CREATE INDEX jobs_state_listing ON jobs (state, seq);
+
+      -- The state machine, enforced by the database as well as by every operation.
+      CREATE FUNCTION planrun_refuse_job_update() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        RAISE EXCEPTION 'planrun ledger: %', TG_ARGV[0]
+          USING ERRCODE = 'integrity_constraint_violation',
+                DETAIL = format('job %s: %s@%s -> %s@%s', OLD.id, OLD.state, OLD.attempt, NEW.state, NEW.attempt);
+      END
+      $fn$;
+
+      CREATE TRIGGER jobs_state_edges BEFORE UPDATE OF state ON jobs
+      FOR EACH ROW WHEN (OLD.state <> NEW.state AND NOT (
+           (OLD.state = 'queued'  AND NEW.state IN ('running', 'failed'))
+        OR (OLD.state = 'running' AND NEW.state IN ('queued', 'finished', 'failed'))
+      ))
+      EXECUTE FUNCTION planrun_refuse_job_update('illegal job state transition');
+
+      CREATE TRIGGER jobs_terminal_frozen BEFORE UPDATE ON jobs
+      FOR EACH ROW WHEN (OLD.state IN ('finished', 'failed'))
+      EXECUTE FUNCTION planrun_refuse_job_update('a terminal job never changes');
+
+      CREATE TRIGGER jobs_attempt_grows BEFORE UPDATE OF attempt ON jobs
+      FOR EACH ROW WHEN (NEW.attempt < OLD.attempt)
+      EXECUTE FUNCTION planrun_refuse_job_update('attempts only grow');
+
+      CREATE TABLE attempts (
+        job_id     text    NOT NULL REFERENCES jobs (id),
+        attempt    integer NOT NULL,
+        worker     text    NOT NULL,
+        started_at bigint  NOT NULL,
+        ended_at   bigint,
+        outcome    text CHECK (outcome IN ('finished', 'failed', 'retried', 'expired', 'cancelled')),
+        error      json,
+        PRIMARY KEY (job_id, attempt),
+        CHECK ((ended_at IS NULL) = (outcome IS NULL))
+      );
+
+      CREATE TABLE outbox (
+        id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        kind         text   NOT NULL CHECK (kind IN ('work', 'result')),
+        job_id       text   NOT NULL REFERENCES jobs (id),
+        body         json   NOT NULL,
+        created_at   bigint NOT NULL,
+        available_at bigint NOT NULL,
+        sent_at      bigint
+      );
+
+      CREATE INDEX outbox_unsent ON outbox (id) WHERE sent_at IS NULL;
+      CREATE INDEX outbox_by_job ON outbox (job_id, kind);
+      -- One result-or-failure message per job, whatever races happen above.
+      CREATE UNIQUE INDEX outbox_one_result ON outbox (job_id) WHERE kind = 'result';
+    `,
+  },
+];

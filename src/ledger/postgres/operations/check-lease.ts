@@ -1,0 +1,17 @@
+/**
+ * check (the fence): is (jobId, attempt, token) still the live lease, and until when?
+ * A worker asks this right before it copies outputs anywhere visible. One read.
+ *
+ * Result: { live: true, deadline } or { live: false, reason } with reason
+ *   unknown_job | ended | superseded | expired | cancelled
+ */
+import type { CheckLeaseResult, LeaseRef } from '../../ledger.js';
+import type { PgContext } from '../context.js';
+import { type JobRow, selectJobById, toJob } from '../rows.js';
+import { fenceLoss } from '../shared/lease-rules.js';
+
+export async function checkLease(ctx: PgContext, ref: LeaseRef): Promise<CheckLeaseResult> {
+  const row = await ctx.row<JobRow>(selectJobById, [ref.jobId]);
+  const reason = fenceLoss(row ? toJob(row) : undefined, ref, ctx.clock.now());
+  return reason ? { live: false, reason } : { live: true, deadline: row!.lease_deadline! };
+}

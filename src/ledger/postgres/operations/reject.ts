@@ -1,0 +1,27 @@
+/**
+ * reject: queued@n -> failed/unroutable, when no worker of the fleet offers the job's type
+ * or a capability it requires; the error names what is missing. One guarded UPDATE.
+ *
+ * Result: { rejected: true, job } or { rejected: false, reason: unknown_job | not_queued }
+ */
+import type { RejectParams, RejectResult } from '../../ledger.js';
+import type { PgContext } from '../context.js';
+import { type JobRow, selectJobById, toJob } from '../rows.js';
+import { enqueueResult } from './outbox.js';
+
+const rejectQueued = `UPDATE jobs SET state = 'failed', failure_reason = 'unroutable', error_class = $3,
+    error_code = $4, error_message = $5, redispatch_at = NULL, ended_at = $2, updated_at = $2
+  WHERE id = $1 AND state = 'queued'
+  RETURNING *`;
+
+export async function reject(ctx: PgContext, params: RejectParams): Promise<RejectResult> {
+  const now = ctx.clock.now();
+  const { error } = params;
+  const row = await ctx.row<JobRow>(rejectQueued, [params.jobId, now, error.class, error.code, error.message]);
+  if (row) {
+    await enqueueResult(ctx, row, now);
+    return { rejected: true, job: toJob(row) };
+  }
+  const exists = await ctx.row<JobRow>(selectJobById, [params.jobId]);
+  return { rejected: false, reason: exists ? 'not_queued' : 'unknown_job' };
+}

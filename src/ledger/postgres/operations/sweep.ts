@@ -1,0 +1,61 @@
+/**
+ * sweep: one pass of the sweeper at the ledger's current time. Its cost is what is due,
+ * read through two partial indexes, never a scan of all jobs. Due rows are read
+ * FOR UPDATE SKIP LOCKED: orchestrators sweeping at once split the due rows between them
+ * instead of queueing behind each other, and a row a settle holds is left to that settle
+ * (or to the next pass). Each exit is still the guarded UPDATE of end-attempt.ts.
+ *
+ *   running@n, lease expired, cancel requested -> failed/cancelled   (cancel_running)
+ *   running@n, lease expired, attempts left    -> queued@n+1 after backoff (expire)
+ *   running@n, lease expired, none left        -> failed/exhausted   (exhaust)
+ *   queued@n, due, work message unleased for redispatchAfterMs, and no unsent work
+ *   message waiting in the outbox              -> a fresh work message for attempt n
+ *
+ * Params: limit? (rows of each kind per pass, default 1000)
+ * Result: what it did, by job.
+ */
+import type { SweepParams, SweepReport } from '../../ledger.js';
+import type { PgContext } from '../context.js';
+import { type JobRow, toJob } from '../rows.js';
+import { expiryTransition } from '../shared/lease-rules.js';
+import { cancelledError, leaseExpiredError } from '../shared/messages.js';
+import { fail, requeue } from './end-attempt.js';
+import { enqueueWork } from './outbox.js';
+
+const expiredLeases = `SELECT * FROM jobs WHERE state = 'running' AND lease_deadline <= $1
+  ORDER BY lease_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const dueRedispatches = `SELECT * FROM jobs WHERE state = 'queued' AND redispatch_at <= $1
+  ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const unsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
+const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
+
+export async function sweep(ctx: PgContext, params: SweepParams = {}): Promise<SweepReport> {
+  const limit = params.limit ?? 1000;
+  const now = ctx.clock.now();
+  const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
+
+  for (const row of await ctx.rows<JobRow>(expiredLeases, [now, limit])) {
+    const exit = { row, expect: 'expired' as const, now };
+    switch (expiryTransition(toJob(row))) {
+      case 'cancel_running':
+        if (await fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(row.id);
+        break;
+      case 'expire':
+        if (await requeue(ctx, exit, 'expired', leaseExpiredError)) report.requeued.push({ jobId: row.id, attempt: row.attempt + 1 });
+        break;
+      case 'exhaust':
+        if (await fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(row.id);
+        break;
+    }
+  }
+
+  for (const row of await ctx.rows<JobRow>(dueRedispatches, [now, limit])) {
+    // A backlog in the relay is not a lost message: wait for it rather than pile up copies.
+    if (!(await ctx.row(unsentWork, [row.id])) && row.not_before <= now) {
+      await enqueueWork(ctx, row, now, now);
+      report.redispatched.push(row.id);
+    }
+    await ctx.run(postponeRedispatch, [now + ctx.config.redispatchAfterMs, row.id, row.attempt]);
+  }
+  return report;
+}

@@ -1,0 +1,251 @@
+import type pg from 'pg';
+
+import { type Clock, systemClock } from '../../core/clock.js';
+import { LedgerError, LedgerErrorCode } from '../errors.js';
+import {
+  defaultLedgerConfig,
+  type CancelParams,
+  type GrantLeaseParams,
+  type LeaseRef,
+  type Ledger,
+  type LedgerConfig,
+  type ListJobsParams,
+  type RecordProgressParams,
+  type RejectParams,
+  type RenewLeasesParams,
+  type SettleParams,
+  type SubmitParams,
+  type SweepParams,
+} from '../ledger.js';
+import { PgContext } from './context.js';
+import {
+  createPool,
+  describeTarget,
+  isConnectionFailure,
+  isRetryable,
+  isStaleConnection,
+  type LedgerTarget,
+  migrate,
+  openError,
+  operationError,
+  validateSchema,
+} from './database.js';
+import { cancel } from './operations/cancel.js';
+import { checkLease } from './operations/check-lease.js';
+import { grantLease } from './operations/grant-lease.js';
+import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
+import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
+import { recordProgress } from './operations/record-progress.js';
+import { reject } from './operations/reject.js';
+import { renewLeases } from './operations/renew-leases.js';
+import { settle } from './operations/settle.js';
+import { submitMany } from './operations/submit.js';
+import { sweep } from './operations/sweep.js';
+import { validateConfig } from './shared/validation.js';
+
+export interface PostgresLedgerOptions {
+  /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */
+  connectionString: string;
+  clock?: Clock;
+  config?: Partial<LedgerConfig>;
+  /** The schema holding the ledger's tables, created if missing (default `planrun`). */
+  schema?: string;
+  /** Connections in the pool (default 10). */
+  poolSize?: number;
+  /** How long to wait for a connection before the ledger counts as unavailable (default 10 s). */
+  connectionTimeoutMs?: number;
+  /** How long one statement may wait for the server's answer before its connection counts as lost (default 30 s). */
+  queryTimeoutMs?: number;
+}
+
+export const defaultPostgresSchema = 'planrun';
+
+/**
+ * Tries of one operation that may safely run again: its transaction was rolled back on a
+ * deadlock, or its pooled connection turned out dead (a server restart) before it did anything.
+ */
+const MAX_TRIES = 3;
+
+/**
+ * Opens the PostgreSQL ledger: connects, applies pending migrations (under an advisory
+ * lock, so several orchestrators may start at once) and answers a Ledger. Throws a
+ * LedgerError naming the server, database and schema (never the password) when it cannot.
+ */
+export async function openPostgresLedger(options: PostgresLedgerOptions): Promise<Ledger> {
+  const config = validateConfig({ ...defaultLedgerConfig, ...options.config });
+  const schema = validateSchema(options.schema ?? defaultPostgresSchema);
+  const clock = options.clock ?? systemClock;
+  let target: LedgerTarget;
+  try {
+    target = describeTarget(options.connectionString, schema);
+  } catch (error) {
+    throw new LedgerError(LedgerErrorCode.invalidInput, `the PostgreSQL connection string cannot be read: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  const pool = createPool({
+    connectionString: options.connectionString,
+    schema,
+    poolSize: positive('poolSize', options.poolSize ?? 10),
+    connectionTimeoutMs: positive('connectionTimeoutMs', options.connectionTimeoutMs ?? 10_000),
+    queryTimeoutMs: positive('queryTimeoutMs', options.queryTimeoutMs ?? 30_000),
+  });
+  try {
+    const client = await pool.connect();
+    try {
+      await migrate(client, schema, target, clock);
+    } finally {
+      client.release();
+    }
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw openError(target, error);
+  }
+  return new PostgresLedger(pool, target, clock, config);
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new LedgerError(LedgerErrorCode.invalidInput, `PostgreSQL ledger option ${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * The Ledger on PostgreSQL. Each write runs as one READ COMMITTED transaction on one pooled
+ * connection, so its guards and its effects (job row, history, outbox) commit together or
+ * not at all; each transition is one guarded UPDATE whose row count decides, which keeps
+ * concurrent orchestrators on the same database correct. Reads are single statements.
+ */
+class PostgresLedger implements Ledger {
+  private closed = false;
+  private readonly readContext: PgContext;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly target: LedgerTarget,
+    private readonly clock: Clock,
+    private readonly config: LedgerConfig,
+  ) {
+    this.readContext = new PgContext(pool, clock, config);
+  }
+
+  private checkOpen(operation: string): void {
+    if (this.closed) throw new LedgerError(LedgerErrorCode.closed, `${operation}: the ledger is closed`);
+  }
+
+  private async write<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
+    this.checkOpen(operation);
+    for (let tries = 1; ; tries++) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (error) {
+        throw operationError(this.target, operation, error, false);
+      }
+      let phase: 'begin' | 'body' | 'commit' = 'begin';
+      try {
+        await client.query('BEGIN');
+        phase = 'body';
+        const result = await body(new PgContext(client, this.clock, this.config));
+        phase = 'commit';
+        await client.query('COMMIT');
+        client.release();
+        return result;
+      } catch (error) {
+        await this.abandon(client, error, phase === 'commit');
+        if (tries < MAX_TRIES && (isRetryable(error) || (phase === 'begin' && isStaleConnection(error)))) continue;
+        throw operationError(this.target, operation, error, phase === 'commit');
+      }
+    }
+  }
+
+  /**
+   * Rolls back a failed transaction. A connection that failed, or failed while committing
+   * (its state is unknown), or cannot even roll back, is closed rather than reused; the
+   * server rolls back whatever it had not committed when the connection goes.
+   */
+  private async abandon(client: pg.PoolClient, error: unknown, committing: boolean): Promise<void> {
+    if (committing || isConnectionFailure(error)) {
+      client.release(true);
+      return;
+    }
+    try {
+      await client.query('ROLLBACK');
+      client.release();
+    } catch (rollbackError) {
+      client.release(rollbackError instanceof Error ? rollbackError : true);
+    }
+  }
+
+  private async read<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
+    this.checkOpen(operation);
+    for (let tries = 1; ; tries++) {
+      try {
+        return await body(this.readContext);
+      } catch (error) {
+        if (tries < MAX_TRIES && isStaleConnection(error)) continue;
+        throw operationError(this.target, operation, error, false);
+      }
+    }
+  }
+
+  async submit(params: SubmitParams) {
+    const [result] = await this.write('submit', (ctx) => submitMany(ctx, [params]));
+    return result!;
+  }
+  submitMany(params: SubmitParams[]) {
+    if (params.length === 0) return this.read('submitMany', async () => []);
+    return this.write('submitMany', (ctx) => submitMany(ctx, params));
+  }
+  grantLease(params: GrantLeaseParams) {
+    return this.write('grantLease', (ctx) => grantLease(ctx, params));
+  }
+  renewLeases(params: RenewLeasesParams) {
+    return this.write('renewLeases', (ctx) => renewLeases(ctx, params));
+  }
+  checkLease(params: LeaseRef) {
+    return this.read('checkLease', (ctx) => checkLease(ctx, params));
+  }
+  recordProgress(params: RecordProgressParams) {
+    return this.write('recordProgress', (ctx) => recordProgress(ctx, params));
+  }
+  settle(params: SettleParams) {
+    return this.write('settle', (ctx) => settle(ctx, params));
+  }
+  cancel(params: CancelParams) {
+    return this.write('cancel', (ctx) => cancel(ctx, params));
+  }
+  reject(params: RejectParams) {
+    return this.write('reject', (ctx) => reject(ctx, params));
+  }
+  sweep(params?: SweepParams) {
+    return this.write('sweep', (ctx) => sweep(ctx, params));
+  }
+  outboxTake(limit: number) {
+    return this.read('outboxTake', (ctx) => outboxTake(ctx, limit));
+  }
+  outboxMarkSent(ids: readonly number[]) {
+    return this.write('outboxMarkSent', (ctx) => outboxMarkSent(ctx, ids));
+  }
+  outboxStats() {
+    return this.read('outboxStats', (ctx) => outboxStats(ctx));
+  }
+  getJob(jobId: string, tenant?: string) {
+    return this.read('getJob', (ctx) => getJob(ctx, jobId, tenant));
+  }
+  getAttempts(jobId: string) {
+    return this.read('getAttempts', (ctx) => getAttempts(ctx, jobId));
+  }
+  listJobs(params: ListJobsParams) {
+    return this.read('listJobs', (ctx) => listJobs(ctx, params));
+  }
+  countJobsByState() {
+    return this.read('countJobsByState', (ctx) => countJobsByState(ctx));
+  }
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * Rows of the PostgreSQL ledger and their conversion to the Ledger's types. The pool parses
+ * bigint columns to numbers and json columns to values (database.ts), so a row is close to
+ * its Job already.
+ */
+import type { SerializedError } from '../../core/errors.js';
+import type { AttemptRecord, Job, JobResult } from '../ledger.js';
+import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
+
+export interface JobRow {
+  seq: number;
+  id: string;
+  tenant: string;
+  type: string;
+  input: unknown;
+  requires: string[];
+  idempotency_key: string | null;
+  state: JobState;
+  attempt: number;
+  max_attempts: number;
+  not_before: number;
+  redispatch_at: number | null;
+  lease_token: string | null;
+  lease_holder: string | null;
+  lease_deadline: number | null;
+  cancel_requested: boolean;
+  progress: number | null;
+  progress_message: string | null;
+  result: JobResult | null;
+  failure_reason: FailureReason | null;
+  error_class: SerializedError['class'] | null;
+  error_code: string | null;
+  error_message: string | null;
+  created_at: number;
+  updated_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface AttemptRow {
+  job_id: string;
+  attempt: number;
+  worker: string;
+  started_at: number;
+  ended_at: number | null;
+  outcome: AttemptOutcome | null;
+  error: SerializedError | null;
+}
+
+export const selectJobById = 'SELECT * FROM jobs WHERE id = $1';
+/** The row, locked until the transaction ends, for operations that decide from it. */
+export const lockJobById = 'SELECT * FROM jobs WHERE id = $1 FOR UPDATE';
+
+export function toJob(row: JobRow): Job {
+  return {
+    id: row.id,
+    tenant: row.tenant,
+    type: row.type,
+    input: row.input,
+    requires: row.requires,
+    idempotencyKey: row.idempotency_key,
+    state: row.state,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    notBefore: row.not_before,
+    leaseToken: row.lease_token,
+    leaseHolder: row.lease_holder,
+    leaseDeadline: row.lease_deadline,
+    cancelRequested: row.cancel_requested,
+    progress: row.progress,
+    progressMessage: row.progress_message,
+    result: row.result,
+    failureReason: row.failure_reason,
+    error:
+      row.error_class === null
+        ? null
+        : { class: row.error_class, code: row.error_code ?? '', message: row.error_message ?? '' },
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    startedAt: row.started_at,
+    endedAt: row.ended_at,
+  };
+}
+
+export function toAttempt(row: AttemptRow): AttemptRecord {
+  return {
+    jobId: row.job_id,
+    attempt: row.attempt,
+    worker: row.worker,
+    startedAt: row.started_at,
+    endedAt: row.ended_at,
+    outcome: row.outcome,
+    error: row.error,
+  };
+}

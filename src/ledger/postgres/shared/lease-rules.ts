@@ -1,0 +1,48 @@
+/**
+ * The reasoning every driver shares about leases, stated on the Ledger's Job type so that
+ * no driver's row shape leaks in: why a (job, attempt, token) is not the live lease, why a
+ * grant is refused, and which edge a settle takes. Driver-neutral: a candidate for
+ * src/ledger/, where the SQLite driver could use it too (its copy works on its own rows).
+ */
+import { GrantRefusal, LeaseLoss, type Job, type LeaseRef, type SettleOutcome, type SettleResult } from '../../ledger.js';
+import { isTerminal } from '../../states.js';
+
+export type SettleTransition = Extract<SettleResult, { accepted: true }>['transition'];
+
+/** Why `ref` is not the live lease of `job` at `now`, or undefined when it is. */
+export function leaseLoss(job: Job | undefined, ref: LeaseRef, now: number): LeaseLoss | undefined {
+  if (!job) return LeaseLoss.unknownJob;
+  if (isTerminal(job.state)) return LeaseLoss.ended;
+  if (job.state !== 'running' || job.attempt !== ref.attempt || job.leaseToken !== ref.token) return LeaseLoss.superseded;
+  if ((job.leaseDeadline ?? 0) <= now) return LeaseLoss.expired;
+  return undefined;
+}
+
+/** As leaseLoss, and a requested cancellation also ends the lease for renewals, progress and fences. */
+export function fenceLoss(job: Job | undefined, ref: LeaseRef, now: number): LeaseLoss | undefined {
+  return leaseLoss(job, ref, now) ?? (job?.cancelRequested ? LeaseLoss.cancelled : undefined);
+}
+
+/** Why attempt `attempt` of `job` cannot be granted at `now`, or undefined when it can. */
+export function grantRefusal(job: Job | undefined, attempt: number, now: number): GrantRefusal | undefined {
+  if (!job) return GrantRefusal.unknownJob;
+  if (isTerminal(job.state)) return GrantRefusal.ended;
+  if (job.attempt !== attempt) return GrantRefusal.otherAttempt;
+  if (job.state === 'running') return GrantRefusal.alreadyRunning;
+  if (job.notBefore > now) return GrantRefusal.notDue;
+  return undefined;
+}
+
+/** The edge a settle of the running `job` takes for `outcome`. */
+export function settleTransition(job: Job, outcome: SettleOutcome): SettleTransition {
+  if (outcome.kind === 'finished') return 'finish';
+  if (job.cancelRequested) return 'cancel_running';
+  if (outcome.error.class === 'permanent') return 'fail_permanent';
+  return job.attempt < job.maxAttempts ? 'retry' : 'exhaust';
+}
+
+/** The edge the sweeper takes for the running `job` whose lease ran out. */
+export function expiryTransition(job: Job): 'cancel_running' | 'expire' | 'exhaust' {
+  if (job.cancelRequested) return 'cancel_running';
+  return job.attempt < job.maxAttempts ? 'expire' : 'exhaust';
+}
