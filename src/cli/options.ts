@@ -41,6 +41,12 @@ export function amqpUrl(flag: string | undefined): string | undefined {
   return flag ?? process.env.PLANRUN_AMQP_URL ?? undefined;
 }
 
+/** The ledger from `--ledger` or PLANRUN_LEDGER, as an option object (absent means SQLite). */
+export function ledgerChoice(flag: string | undefined): { ledger?: string } {
+  const choice = flag ?? process.env.PLANRUN_LEDGER;
+  return choice ? { ledger: choice } : {};
+}
+
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }

@@ -18,6 +18,8 @@ const cliPath = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
 export interface LocalStackOptions {
   dataDir: string;
+  /** `sqlite` (default) or a postgres:// URL. */
+  ledger?: string;
   host: string;
   port: number;
   /** RabbitMQ; without it, an embedded broker that workers reach through `<data-dir>/broker.sock`. */
@@ -75,6 +77,7 @@ export class LocalStack {
     const topology = new Topology(options.prefix);
     const service = await OrchestratorService.start({
       dataDir,
+      ...(options.ledger ? { ledger: options.ledger } : {}),
       broker,
       topology,
       logger: options.logger,

@@ -1,11 +1,10 @@
-import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi } from '../api/api.js';
 import type { Broker } from '../broker/broker.js';
 import { KeyStore } from '../keys/key-store.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
-import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
+import { openLedger } from '../ledger/open-ledger.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
 import type { DeclaredFleet } from '../orchestrator/routing.js';
 import type { Topology } from '../topology.js';
@@ -17,6 +16,8 @@ export class ListenError extends Error {
 
 export interface OrchestratorServiceOptions {
   dataDir: string;
+  /** `sqlite` (default, in the data dir) or a postgres:// URL. */
+  ledger?: string;
   broker: Broker;
   topology: Topology;
   logger: Logger;
@@ -28,8 +29,8 @@ export interface OrchestratorServiceOptions {
 }
 
 /**
- * Everything the orchestrator process runs, assembled: the SQLite ledger and the API
- * keys in the data dir, the orchestrator on the given broker, and the HTTP API (with
+ * Everything the orchestrator process runs, assembled: the ledger (SQLite in the data dir,
+ * or PostgreSQL) and the API keys in the data dir, the orchestrator on the given broker, and the HTTP API (with
  * `GET /metrics`). `stop` takes them down in the order that loses nothing: first the
  * API (no new submission), then the orchestrator, then the stores.
  */
@@ -44,7 +45,7 @@ export class OrchestratorService {
   ) {}
 
   static async start(options: OrchestratorServiceOptions): Promise<OrchestratorService> {
-    const ledger = await openSqliteLedger({ path: join(options.dataDir, 'ledger.db'), config: options.ledgerConfig });
+    const ledger = await openLedger(options.ledger, options.dataDir, options.ledgerConfig);
     const keys = KeyStore.open(options.dataDir);
     const orchestrator = new Orchestrator({
       ledger,

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { freePort } from '../testing/free-port.js';
 import { isAlive } from '../testing/processes.js';
-import { rabbitMqUrl } from '../testing/services.js';
+import pg from 'pg';
+import { postgresUrl, rabbitMqUrl } from '../testing/services.js';
 import { tempDir } from '../testing/temp-dir.js';
 import { waitFor } from '../testing/wait.js';
 import { cliPath } from '../testing/worker-process.js';
@@ -30,9 +31,16 @@ function cli(dir: string, url: string, ...args: string[]) {
   return spawnSync(process.execPath, [cliPath, ...args, '--url', url, '--data-dir', join(dir, '.planrun')], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
 }
 
-for (const broker of ['embedded', 'rabbitmq'] as const) {
-  describe(`planrun up on the ${broker} broker`, () => {
+const setups = [
+  { broker: 'embedded', ledger: 'sqlite' },
+  { broker: 'rabbitmq', ledger: 'sqlite' },
+  { broker: 'embedded', ledger: 'postgres' },
+] as const;
+
+for (const { broker, ledger } of setups) {
+  describe(`planrun up on the ${broker} broker with the ${ledger} ledger`, () => {
     const dir = tempDir('planrun-up-');
+    const schema = `up_${process.pid}_${Date.now()}`;
     let up: Up | undefined;
 
     after(async () => {
@@ -41,12 +49,19 @@ for (const broker of ['embedded', 'rabbitmq'] as const) {
         for (const pid of childPids(up.child.pid!)) process.kill(pid, 'SIGKILL');
       }
       dir.remove();
+      if (ledger === 'postgres') {
+        const client = new pg.Client({ connectionString: postgresUrl });
+        await client.connect();
+        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        await client.end();
+      }
     });
 
     it('starts the API and workers in a fresh folder; submit --wait finishes a transcode with the saved key', async () => {
       const port = await freePort();
       const args = [cliPath, 'up', '--port', String(port), '--workers', '2', '--slots', '1', '--heartbeat-interval', '500ms', '--lease-ttl', '3s',
-        ...(broker === 'rabbitmq' ? ['--amqp', rabbitMqUrl, '--prefix', `up${port}`] : [])];
+        ...(broker === 'rabbitmq' ? ['--amqp', rabbitMqUrl, '--prefix', `up${port}`] : []),
+        ...(ledger === 'postgres' ? ['--ledger', `${postgresUrl}?schema=${schema}`] : [])];
       const child = spawn(process.execPath, args, { cwd: dir.path, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
       child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -5,10 +5,11 @@ import { createLogger } from '../../core/logger.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { Topology } from '../../topology.js';
-import { amqpUrl, durationOption, positiveIntOption, UsageError } from '../options.js';
+import { amqpUrl, durationOption, ledgerChoice, positiveIntOption, UsageError } from '../options.js';
 
 interface OrchestratorFlags {
   amqp?: string;
+  ledger?: string;
   dataDir: string;
   leaseTtl: number;
   maxAttempts: number;
@@ -25,6 +26,7 @@ export function registerOrchestratorCommand(program: Command): void {
     .command('orchestrator')
     .description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
+    .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
     .option('--data-dir <dir>', 'where the SQLite ledger and the API keys live', './.planrun')
     .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
     .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
@@ -48,6 +50,7 @@ async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   const broker = recorderFromEnv('orchestrator')?.wrapBroker(connected) ?? connected;
   const service = await OrchestratorService.start({
     dataDir: flags.dataDir,
+    ...ledgerChoice(flags.ledger),
     broker,
     topology: new Topology(flags.prefix),
     logger,

@@ -4,10 +4,12 @@ import { createLogger } from '../../core/logger.js';
 import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
-import { collect, durationOption, listOption, positiveIntOption } from '../options.js';
+import { describeLedger } from '../../ledger/open-ledger.js';
+import { collect, durationOption, ledgerChoice, listOption, positiveIntOption } from '../options.js';
 
 interface UpFlags {
   amqp?: string;
+  ledger?: string;
   dataDir: string;
   host: string;
   port: number;
@@ -28,6 +30,7 @@ export function registerUpCommand(program: Command): void {
     .command('up')
     .description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL); without it, an embedded broker')
+    .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
     .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun')
     .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
     .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
@@ -51,6 +54,7 @@ async function runUp(flags: UpFlags): Promise<void> {
   const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
+    ...ledgerChoice(flags.ledger),
     host: flags.host,
     port: flags.port,
     ...(amqp ? { amqp } : {}),
@@ -86,7 +90,7 @@ async function runUp(flags: UpFlags): Promise<void> {
       'planrun is up',
       `  API       ${stack.url}   (OpenAPI ${stack.url}/openapi.json, metrics ${stack.url}/metrics)`,
       `  broker    ${stack.brokerDescription}`,
-      `  ledger    ${join(dataDir, 'ledger.db')}`,
+      `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
       `  outputs   ${join(dataDir, 'outputs')}`,
       `  workers   ${flags.workers} × ${flags.slots} slots, restarted when they exit`,
       `  key       ${stack.key}   (tenant "${localTenant}", saved in ${join(dataDir, localKeyFile)})`,
