@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { LedgerError } from '../ledger/errors.js';
 import { version } from '../version.js';
+import { registerDemoCommand } from './commands/demo.js';
 import { registerJobsCommand } from './commands/jobs.js';
 import { registerKeysCommand } from './commands/keys.js';
 import { registerLedgerCommand } from './commands/ledger.js';
@@ -28,6 +29,7 @@ registerStatusCommand(program);
 registerWatchCommand(program);
 registerJobsCommand(program);
 registerKeysCommand(program);
+registerDemoCommand(program);
 
 try {
   await program.parseAsync();

@@ -50,7 +50,9 @@ export class LocalStack {
     /** The API key of the `local` tenant, saved in the data dir for the client commands. */
     readonly key: string,
     readonly brokerDescription: string,
-    private readonly broker: Broker,
+    /** The orchestrator's broker connection (an observer may declare and consume on it too). */
+    readonly broker: Broker,
+    readonly topology: Topology,
     private readonly embedded: { broker: EmbeddedBroker; server: EmbeddedBrokerServer } | undefined,
   ) {}
 
@@ -106,7 +108,8 @@ export class LocalStack {
         env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel },
       });
     }
-    return new LocalStack(service, supervisor, key, options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${brokerSocketPath(dataDir)})`, broker, embedded);
+    const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${brokerSocketPath(dataDir)})`;
+    return new LocalStack(service, supervisor, key, description, broker, topology, embedded);
   }
 
   /** Workers drain and exit first; then the orchestrator stops taking anything and closes. */

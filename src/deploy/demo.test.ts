@@ -1,0 +1,18 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { cliPath } from '../testing/worker-process.js';
+
+describe('planrun demo', () => {
+  it('runs transcodes, kills a worker mid-run, and ends with every job final and one result message each', () => {
+    const run = spawnSync(process.execPath, [cliPath, 'demo', '--jobs', '2', '--broken', '1', '--clip-seconds', '4'], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stdout, /killing worker .* with SIGKILL/);
+    assert.match(run.stdout, /failed\/permanent\s+1:failed\s+1/);
+    assert.match(run.stdout, /1:expired 2:finished\s+1/);
+    assert.match(run.stdout, /each with exactly one result message/);
+  });
+});
