@@ -2,19 +2,20 @@
  * What the client commands (`submit`, `status`, `watch`, `jobs`) share: where the API
  * is, which key to use, and how a failure to talk to it reads on a terminal.
  *
- * The URL is `--url`, else PLANRUN_URL, else http://127.0.0.1:7700. The key is `--key`,
- * else PLANRUN_KEY, else the one `planrun up` saved in `<data-dir>/local-key`.
+ * The URL is `--url`, else PLANRUN_URL, else the one `planrun up` saved in
+ * `<data-dir>/local-url`, else http://127.0.0.1:7700. The key is `--key`, else
+ * PLANRUN_KEY, else the one `planrun up` saved in `<data-dir>/local-key`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { Client } from '../client/client.js';
 import { isPlanrunApiError } from '../client/errors.js';
+import { localKeyFile, localUrlFile } from '../deploy/local-key.js';
 import { UsageError } from './options.js';
 
 export const defaultApiUrl = 'http://127.0.0.1:7700';
 export const defaultDataDir = './.planrun';
-export const localKeyFile = 'local-key';
 
 export interface ClientFlags {
   url?: string;
@@ -31,7 +32,15 @@ export function clientOptions(command: Command): Command {
 }
 
 export function apiUrl(flags: ClientFlags): string {
-  return flags.url ?? nonEmpty(process.env.PLANRUN_URL) ?? defaultApiUrl;
+  return flags.url ?? nonEmpty(process.env.PLANRUN_URL) ?? savedUrl(flags.dataDir) ?? defaultApiUrl;
+}
+
+function savedUrl(dataDir: string): string | undefined {
+  try {
+    return nonEmpty(readFileSync(join(dataDir, localUrlFile), 'utf8').trim());
+  } catch {
+    return undefined;
+  }
 }
 
 export function apiKey(flags: ClientFlags): string {

@@ -5,6 +5,9 @@ import type { KeyStore } from '../keys/key-store.js';
 /** The file in the data dir where `planrun up` keeps the local tenant's key for the client commands. */
 export const localKeyFile = 'local-key';
 
+/** The file in the data dir where `planrun up` writes the URL of its API, for the client commands. */
+export const localUrlFile = 'local-url';
+
 /** The tenant of jobs submitted with the local key. */
 export const localTenant = 'local';
 
@@ -25,4 +28,9 @@ export function ensureLocalKey(keys: KeyStore, dataDir: string): string {
   writeFileSync(file, `${key}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return key;
+}
+
+/** Saves where this machine's `planrun up` serves its API, so the client commands find it on any port. */
+export function saveLocalUrl(dataDir: string, url: string): void {
+  writeFileSync(join(dataDir, localUrlFile), `${url}\n`);
 }

@@ -10,7 +10,7 @@ import { EmbeddedBrokerServer } from '../broker/embedded-socket-server.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import { Topology } from '../topology.js';
-import { ensureLocalKey } from './local-key.js';
+import { ensureLocalKey, saveLocalUrl } from './local-key.js';
 import { OrchestratorService } from './orchestrator-service.js';
 import { Supervisor } from './supervisor.js';
 
@@ -89,6 +89,7 @@ export class LocalStack {
       port: options.port,
     });
     const key = ensureLocalKey(service.keys, dataDir);
+    saveLocalUrl(dataDir, service.url);
     const supervisor = new Supervisor({ logger: options.logger.child({ part: 'supervisor' }) });
     for (let n = 1; n <= options.workers; n++) {
       supervisor.start({

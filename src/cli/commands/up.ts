@@ -1,13 +1,8 @@
-import { join, relative } from 'node:path';
 import type { Command } from 'commander';
-import { createLogger } from '../../core/logger.js';
-import { localKeyFile, localTenant } from '../../deploy/local-key.js';
-import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
-import { describeLedger } from '../../ledger/open-ledger.js';
-import { collect, durationOption, ledgerChoice, listOption, positiveIntOption } from '../options.js';
+import { collect, durationOption, listOption, positiveIntOption } from '../options.js';
 
-interface UpFlags {
+export interface UpFlags {
   amqp?: string;
   ledger?: string;
   dataDir: string;
@@ -44,59 +39,5 @@ export function registerUpCommand(program: Command): void {
     .option('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', durationOption, defaultLedgerConfig.backoffBaseMs)
     .option('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', durationOption, 1_000)
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
-    .action((flags: UpFlags) => runUp(flags));
-}
-
-async function runUp(flags: UpFlags): Promise<void> {
-  // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
-  const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
-  const logger = createLogger('planrun', logLevel);
-  const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
-  const stack = await LocalStack.start({
-    dataDir: flags.dataDir,
-    ...ledgerChoice(flags.ledger),
-    host: flags.host,
-    port: flags.port,
-    ...(amqp ? { amqp } : {}),
-    workers: flags.workers,
-    slots: flags.slots,
-    jobs: flags.jobs,
-    capabilities: flags.capabilities,
-    ledgerConfig: {
-      ...defaultLedgerConfig,
-      leaseTtlMs: flags.leaseTtl,
-      defaultMaxAttempts: flags.maxAttempts,
-      backoffBaseMs: flags.backoff,
-    },
-    sweepIntervalMs: flags.sweepInterval,
-    heartbeatIntervalMs: flags.heartbeatInterval,
-    prefix: flags.prefix,
-    logger,
-    workerLogLevel: logLevel,
-  });
-  let stopping = false;
-  const stop = async () => {
-    if (stopping) return;
-    stopping = true;
-    console.log('planrun: stopping (workers finish their jobs first)…');
-    await stack.stop();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void stop());
-  process.on('SIGTERM', () => void stop());
-  const dataDir = relative(process.cwd(), flags.dataDir) || '.';
-  console.log(
-    [
-      'planrun is up',
-      `  API       ${stack.url}   (OpenAPI ${stack.url}/openapi.json, metrics ${stack.url}/metrics)`,
-      `  broker    ${stack.brokerDescription}`,
-      `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
-      `  outputs   ${join(dataDir, 'outputs')}`,
-      `  workers   ${flags.workers} × ${flags.slots} slots, restarted when they exit`,
-      `  key       ${stack.key}   (tenant "${localTenant}", saved in ${join(dataDir, localKeyFile)})`,
-      '',
-      `Try:  npx planrun submit transcode --input '{}' --wait`,
-      'Stop with Ctrl-C.',
-    ].join('\n'),
-  );
+    .action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }

@@ -1,17 +1,7 @@
-import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { recorderFromEnv } from '../../chaos/recorder.js';
-import { createLogger } from '../../core/logger.js';
-import { locateFfmpeg } from '../../job-types/ffmpeg.js';
-import { Topology } from '../../topology.js';
-import { DirectoryOutputStore } from '../../worker/output-store.js';
-import { loadJobTypeRegistry } from '../../worker/runner/job-type.js';
-import { ProcessPool } from '../../worker/runner/pool.js';
-import { Worker } from '../../worker/worker.js';
-import { connectBroker } from '../broker-connection.js';
 import { bytesOption, collect, durationOption, listOption, positiveIntOption } from '../options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
@@ -20,7 +10,7 @@ export const builtInJobTypesModule = fileURLToPath(new URL('../../job-types/inde
 /** Exit code of a worker stopped by a Fatal error: its supervisor should start a fresh one. */
 export const fatalExitCode = 70;
 
-interface WorkerFlags {
+export interface WorkerFlags {
   amqp?: string;
   brokerSocket?: string;
   jobs: string[];
@@ -53,57 +43,5 @@ export function registerWorkerCommand(program: Command): void {
     .option('--abort-grace <duration>', 'how long an aborted job may take to stop before it is killed', durationOption, 10_000)
     .option('--output-reserve <size>', 'disk reserved per job whose type declares no reserve', bytesOption, 64 * 1024 * 1024)
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
-    .action((flags: WorkerFlags) => runWorker(flags));
-}
-
-async function runWorker(flags: WorkerFlags): Promise<void> {
-  const logger = createLogger('planrun-worker');
-  const jobModules = [builtInJobTypesModule, ...flags.jobs.map((module) => resolve(module))];
-  const registry = await loadJobTypeRegistry(jobModules);
-  mkdirSync(flags.scratchDir, { recursive: true });
-  const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
-  await runner.ready();
-  const connected = await connectBroker(flags, 'worker');
-  // Only under the chaos runner (PLANRUN_CHAOS_HISTORY): records deliveries and the worker's events.
-  const recorder = recorderFromEnv('worker');
-  const broker = recorder?.wrapBroker(connected) ?? connected;
-  const worker = new Worker({
-    broker,
-    topology: new Topology(flags.prefix),
-    runner,
-    jobTypes: [...registry.values()],
-    slots: flags.slots,
-    capabilities: detectCapabilities(flags.capabilities),
-    scratchRoot: flags.scratchDir,
-    outputStore: new DirectoryOutputStore(flags.outputDir),
-    logger,
-    defaultOutputReserveBytes: flags.outputReserve,
-    timing: { heartbeatIntervalMs: flags.heartbeatInterval, controlTimeoutMs: flags.controlTimeout },
-    onFatal: () => {
-      void shutdown(fatalExitCode);
-    },
-  });
-
-  recorder?.watchWorker(worker);
-
-  let exiting = false;
-  async function shutdown(code: number): Promise<void> {
-    if (exiting) return;
-    exiting = true;
-    await worker.stop(flags.stopGrace).catch((error: unknown) => logger.error({ err: error }, 'worker stop failed'));
-    await broker.close().catch(() => undefined);
-    process.exit(code);
-  }
-  process.on('SIGTERM', () => void shutdown(0));
-  process.on('SIGINT', () => void shutdown(0));
-  await worker.start();
-  // The id lets supervisors and tests match this process to its heartbeats and leases.
-  logger.info({ worker: worker.id, pid: process.pid }, 'worker ready');
-}
-
-/** The declared capabilities, plus `ffmpeg` when an FFmpeg binary is found here. */
-function detectCapabilities(declared: string[]): string[] {
-  const capabilities = new Set(declared);
-  if (locateFfmpeg() !== undefined) capabilities.add('ffmpeg');
-  return [...capabilities];
+    .action(async (flags: WorkerFlags) => (await import('./worker-action.js')).runWorker(flags));
 }

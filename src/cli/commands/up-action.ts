@@ -1,0 +1,62 @@
+import { join, relative } from 'node:path';
+import { createLogger } from '../../core/logger.js';
+import { localKeyFile, localTenant } from '../../deploy/local-key.js';
+import { LocalStack } from '../../deploy/local-stack.js';
+import { defaultLedgerConfig } from '../../ledger/ledger.js';
+import { describeLedger } from '../../ledger/open-ledger.js';
+import { ledgerChoice } from '../options.js';
+import type { UpFlags } from './up.js';
+
+export async function runUp(flags: UpFlags): Promise<void> {
+  // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
+  const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
+  const logger = createLogger('planrun', logLevel);
+  const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
+  const stack = await LocalStack.start({
+    dataDir: flags.dataDir,
+    ...ledgerChoice(flags.ledger),
+    host: flags.host,
+    port: flags.port,
+    ...(amqp ? { amqp } : {}),
+    workers: flags.workers,
+    slots: flags.slots,
+    jobs: flags.jobs,
+    capabilities: flags.capabilities,
+    ledgerConfig: {
+      ...defaultLedgerConfig,
+      leaseTtlMs: flags.leaseTtl,
+      defaultMaxAttempts: flags.maxAttempts,
+      backoffBaseMs: flags.backoff,
+    },
+    sweepIntervalMs: flags.sweepInterval,
+    heartbeatIntervalMs: flags.heartbeatInterval,
+    prefix: flags.prefix,
+    logger,
+    workerLogLevel: logLevel,
+  });
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    console.log('planrun: stopping (workers finish their jobs first)…');
+    await stack.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', () => void stop());
+  const dataDir = relative(process.cwd(), flags.dataDir) || '.';
+  console.log(
+    [
+      'planrun is up',
+      `  API       ${stack.url}   (OpenAPI ${stack.url}/openapi.json, metrics ${stack.url}/metrics)`,
+      `  broker    ${stack.brokerDescription}`,
+      `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
+      `  outputs   ${join(dataDir, 'outputs')}`,
+      `  workers   ${flags.workers} × ${flags.slots} slots, restarted when they exit`,
+      `  key       ${stack.key}   (tenant "${localTenant}", saved in ${join(dataDir, localKeyFile)})`,
+      '',
+      `Try:  npx planrun submit transcode --input '{}' --wait`,
+      'Stop with Ctrl-C.',
+    ].join('\n'),
+  );
+}
