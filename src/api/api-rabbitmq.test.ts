@@ -1,26 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
+import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
 import { rabbitMqUrl } from '../testing/services.js';
 import { TcpProxy } from '../testing/tcp-proxy.js';
 import { waitFor } from '../testing/wait.js';
 import { apiBehaviour } from './api-behaviour.js';
 import { call, startApi } from './test-fixture.js';
 
-apiBehaviour('RabbitMQ', async () => {
-  const opened: Broker[] = [];
-  return {
-    connect: async () => {
-      const broker = await RabbitMqBroker.connect({ url: rabbitMqUrl, heartbeatSeconds: 2 });
-      opened.push(broker);
-      return broker;
-    },
-    close: async () => {
-      await Promise.all(opened.map((broker) => broker.close()));
-    },
-  };
-});
+apiBehaviour('RabbitMQ', rabbitMqConnections);
 
 describe('readiness on RabbitMQ', () => {
   it('GET /readyz answers 503 naming the broker while its connection is cut, and 200 once it is back', async () => {

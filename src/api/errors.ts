@@ -1,21 +1,9 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { LedgerError, LedgerErrorCode } from '../ledger/errors.js';
+import { ApiErrorCode } from './error-codes.js';
 
-/**
- * Every error the API answers has one shape, `{ error: { code, message } }`: clients
- * branch on `code` (stable) and show `message` (for people).
- */
-export const ApiErrorCode = {
-  invalidRequest: 'invalid_request',
-  unauthorized: 'unauthorized',
-  notFound: 'not_found',
-  conflict: 'conflict',
-  payloadTooLarge: 'payload_too_large',
-  unsupportedMediaType: 'unsupported_media_type',
-  unavailable: 'unavailable',
-  internal: 'internal_error',
-} as const;
-export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];
+/** Every error the API answers has one shape, `{ error: { code, message } }`. */
+export { ApiErrorCode };
 
 export class ApiError extends Error {
   override readonly name = 'ApiError';

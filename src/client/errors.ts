@@ -4,16 +4,10 @@
  * unchanged (with the HTTP status); the client adds its own for failures that never got
  * an answer from the API (status 0).
  */
+import { ApiErrorCode as ServerErrorCode } from '../api/error-codes.js';
+
 export const ApiErrorCode = {
-  // Sent by the API.
-  invalidRequest: 'invalid_request',
-  unauthorized: 'unauthorized',
-  notFound: 'not_found',
-  conflict: 'conflict',
-  payloadTooLarge: 'payload_too_large',
-  unsupportedMediaType: 'unsupported_media_type',
-  unavailable: 'unavailable',
-  internal: 'internal_error',
+  ...ServerErrorCode,
   // The client's own (status 0): no usable answer came back.
   /** The server could not be reached (connection refused or reset, DNS, TLS). */
   unreachable: 'unreachable',

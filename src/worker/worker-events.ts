@@ -1,3 +1,4 @@
+import { Listeners } from '../core/listeners.js';
 import type { SerializedError } from '../core/errors.js';
 
 /** What a worker reports about its work: for tests, logs and the fault-injection history. */
@@ -17,15 +18,4 @@ export type WorkerEvent =
   | { type: 'heartbeat'; renewed: number; lost: number }
   | { type: 'fatal'; error: SerializedError };
 
-export class WorkerEvents {
-  private readonly listeners = new Set<(event: WorkerEvent) => void>();
-
-  on(listener: (event: WorkerEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  emit(event: WorkerEvent): void {
-    for (const listener of this.listeners) listener(event);
-  }
-}
+export class WorkerEvents extends Listeners<WorkerEvent> {}

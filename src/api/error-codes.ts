@@ -1,0 +1,15 @@
+/**
+ * The codes of the API's errors (`{ error: { code, message } }`), shared by the server
+ * and the client: callers branch on `code`, which is stable; `message` is for people.
+ */
+export const ApiErrorCode = {
+  invalidRequest: 'invalid_request',
+  unauthorized: 'unauthorized',
+  notFound: 'not_found',
+  conflict: 'conflict',
+  payloadTooLarge: 'payload_too_large',
+  unsupportedMediaType: 'unsupported_media_type',
+  unavailable: 'unavailable',
+  internal: 'internal_error',
+} as const;
+export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];
