@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type { BrokerConnections } from '../worker/behaviour.js';
 import { probeOutputFile } from '../worker/fixtures/probe-jobs.js';
 import { waitFor } from '../testing/wait.js';
-import { call, readEventStream, startApi, type ApiFixture, type StreamedEvent } from './test-fixture.js';
+import { call, readEventStream, startApi, type ApiFixture, type StreamedEvent } from './fixture.js';
 
 export function apiBehaviour(name: string, makeConnections: () => Promise<BrokerConnections>): void {
   describe(`the HTTP API on ${name}`, () => {

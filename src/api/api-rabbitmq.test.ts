@@ -6,7 +6,7 @@ import { rabbitMqUrl } from '../testing/services.js';
 import { TcpProxy } from '../testing/tcp-proxy.js';
 import { waitFor } from '../testing/wait.js';
 import { apiBehaviour } from './api-behaviour.js';
-import { call, startApi } from './test-fixture.js';
+import { call, startApi } from './fixture.js';
 
 apiBehaviour('RabbitMQ', rabbitMqConnections);
 

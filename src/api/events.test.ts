@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JobEvents } from '../orchestrator/job-events.js';
 import { waitFor } from '../testing/wait.js';
-import { call, readEventStream, withEmbeddedApi, type StreamedEvent } from './test-fixture.js';
+import { call, readEventStream, withEmbeddedApi, type StreamedEvent } from './fixture.js';
 
 /** Counts the listeners the API holds on `events`, so a test can see them all released. */
 function countListeners(events: JobEvents): { readonly live: number } {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Command } from 'commander';
-import { startApi, type ApiFixture } from '../api/test-fixture.js';
+import { startApi, type ApiFixture } from '../api/fixture.js';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { apiKey, apiUrl, talkingToApi } from '../cli/client-options.js';
 import { registerJobsCommand } from '../cli/commands/jobs.js';

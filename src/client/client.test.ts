@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { startApi, type ApiFixture } from '../api/test-fixture.js';
+import { startApi, type ApiFixture } from '../api/fixture.js';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { waitFor } from '../testing/wait.js';
 import { probeOutputFile } from '../worker/fixtures/probe-jobs.js';
