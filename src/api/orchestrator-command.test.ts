@@ -1,25 +1,17 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { KeyStore } from '../keys/key-store.js';
+import { freePort } from '../testing/free-port.js';
 import { rabbitMqUrl } from '../testing/services.js';
 import { tempDir } from '../testing/temp-dir.js';
 import { waitFor } from '../testing/wait.js';
 import { Topology } from '../topology.js';
 
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('planrun orchestrator serves the HTTP API', () => {
   it('listens on --host/--port, logs the URL, takes keys from its data dir, and closes on SIGTERM', async () => {

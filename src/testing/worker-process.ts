@@ -16,7 +16,12 @@ export interface WorkerProcess {
 }
 
 export async function startWorkerProcess(args: string[]): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [cliPath, 'worker', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return startPlanrunProcess(['worker', ...args], '"msg":"worker ready"');
+}
+
+/** Starts `planrun <args>` and resolves once its output shows `readyText`. */
+export async function startPlanrunProcess(args: string[], readyText: string): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -25,9 +30,9 @@ export async function startWorkerProcess(args: string[]): Promise<WorkerProcess>
   );
   let gone = false;
   void exited.then(() => (gone = true));
-  await waitFor('the worker process to be ready', () => {
-    if (gone) throw new Error(`the worker process exited before it was ready:\n${output}`);
-    return output.includes('"msg":"worker ready"');
+  await waitFor(`planrun ${args[0]} to be ready`, () => {
+    if (gone) throw new Error(`planrun ${args[0]} exited before it was ready:\n${output}`);
+    return output.includes(readyText);
   }, 15_000);
   return { child, log: () => output, exited };
 }
