@@ -45,7 +45,8 @@ describe('jobs, batches, cancel, lists, fleet and readiness', () => {
     withEmbeddedApi(async (api) => {
       const submitted = await call(api.app, 'POST', '/v1/jobs', { key: api.acmeKey, body: { type: 'probe', input: {} } });
       const path = `/v1/jobs/${submitted.body.id}/cancel`;
-      const cancelled = await call(api.app, 'POST', path, { key: api.acmeKey });
+      // As `curl -H 'Content-Type: application/json' -X POST` sends it: the type, no body.
+      const cancelled = await call(api.app, 'POST', path, { key: api.acmeKey, headers: { 'content-type': 'application/json' } });
       assert.equal(cancelled.status, 200);
       assert.equal(cancelled.body.state, 'failed');
       assert.equal(cancelled.body.reason, 'cancelled');

@@ -93,6 +93,13 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         params: jobIdParams,
         response: { 200: jobDetailSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema },
       },
+      // Cancel takes no body. `curl -H 'Content-Type: application/json' -X POST` sends an
+      // empty one with that type, which the JSON parser would refuse: there is nothing to parse.
+      onRequest: async (request) => {
+        if (Number(request.headers['content-length'] ?? 0) === 0 && !request.headers['transfer-encoding']) {
+          delete request.headers['content-type'];
+        }
+      },
     },
     async (request) => {
       const result = await orchestrator.cancel(request.params.id, request.tenant);
