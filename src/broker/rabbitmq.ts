@@ -90,6 +90,10 @@ export class RabbitMqBroker implements Broker {
     }
     const connection = await amqp.connect(withHeartbeat(this.options.url, heartbeatSeconds), {
       timeout: this.options.connectTimeoutMs ?? defaults.connectTimeoutMs,
+      // amqplib leaves Nagle's algorithm on. The control plane is request/reply of small
+      // frames: a reply or ack written while an earlier small frame is unacknowledged
+      // waits for the peer's delayed ACK (40 ms on Linux). Off, as RabbitMQ has it.
+      noDelay: true,
       recovery: {
         initialDelay: this.retry.initialMs,
         maxDelay: this.retry.maxMs,

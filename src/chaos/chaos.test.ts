@@ -25,9 +25,11 @@ function rabbitMqInstalled(): boolean {
 }
 
 describe('chaos: the short profile', { skip: rabbitMqInstalled() ? false : 'RabbitMQ is not installed on this machine' }, () => {
-  it('injects every fault kind and finds every invariant held', { timeout: budgetMs + 60_000 }, async () => {
+  it('injects every fault kind and finds every invariant held', { timeout: budgetMs + 60_000 }, async (t) => {
     const started = Date.now();
     const child = spawn(process.execPath, [mainPath, '--profile', 'short', '--seed', seed, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Cancelled (timeout, Ctrl-C): SIGINT makes the run stop its processes and its RabbitMQ node.
+    t.signal.addEventListener('abort', () => child.kill('SIGINT'), { once: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

@@ -24,8 +24,9 @@ async function main(): Promise<number> {
   const { options, broker, planOnly, json } = parsed;
   if (broker === 'embedded') {
     console.error(
-      'chaos: --broker embedded is not supported yet: planrun has no command that runs the embedded broker for separate ' +
-        'processes (`planrun up` with its socket broker); the nemesis also needs a broker it can stop and kill. Use --broker rabbitmq.',
+      'chaos: --broker embedded is not supported yet. The socket broker lives inside `planrun up` (a broker fault would be an ' +
+        'orchestrator fault) and workers reach it over a Unix socket, where the TCP fault proxy cannot sit; the runner drives ' +
+        'only RabbitMQ for now. Use --broker rabbitmq (the default).',
     );
     return 2;
   }

@@ -3,13 +3,19 @@ import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../core/duration.js';
 import { faultKinds, defaultBehaviourWeights, type FaultKind } from './plan.js';
+import { behaviours, type Behaviour } from './job-input.js';
 import type { ChaosOptions } from './run.js';
 
 export const profiles = {
   /** CI: a few hundred jobs, every fault kind at least once, a few minutes at most. */
-  short: { jobs: 300, durationMs: 60_000, workers: 3, slots: 2, drainTimeoutMs: 150_000 },
-  /** By hand, before a release: ten minutes of faults, thousands of jobs. */
-  long: { jobs: 3000, durationMs: 600_000, workers: 4, slots: 2, drainTimeoutMs: 600_000 },
+  short: { jobs: 300, durationMs: 60_000, workers: 3, slots: 2, drainTimeoutMs: 150_000, redispatchMs: 5000 },
+  /**
+   * By hand, before a release: ten minutes of faults, 2000 jobs (about what 4 workers of 2
+   * slots finish in that time under the faults; more only builds a backlog). The sweeper
+   * re-sends the work message of every queued job unleased for `redispatch`, backlog or
+   * not, so a longer one keeps a backlog from flooding the queue with copies.
+   */
+  long: { jobs: 2000, durationMs: 600_000, workers: 4, slots: 2, drainTimeoutMs: 900_000, redispatchMs: 15_000 },
 } as const;
 export type ProfileName = keyof typeof profiles;
 
@@ -22,6 +28,8 @@ export const usage = `usage: npm run chaos -- [options]
   --broker rabbitmq|embedded   rabbitmq (default): a RabbitMQ node of the run's own
   --workers N  --slots N  --lease-ttl D  --heartbeat D  --sweep D  --backoff D  --redispatch D
   --faults a,b,...       fault kinds to use (default all): ${faultKinds.join(', ')}
+  --run-ms MIN-MAX       how long a job works (default 50-1000; long and hang jobs aside)
+  --mix k=w,...          job behaviours and their weights (default ${Object.entries(defaultBehaviourWeights).map(([k, w]) => `${k}=${w}`).join(',')})
   --run-dir DIR          where the history, logs and report go (default: a temp folder,
                          removed after a passing run unless --keep)
   --keep                 keep the run folder after a passing run
@@ -59,6 +67,8 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
         backoff: { type: 'string' },
         redispatch: { type: 'string' },
         faults: { type: 'string' },
+        'run-ms': { type: 'string' },
+        mix: { type: 'string' },
         'run-dir': { type: 'string' },
         keep: { type: 'boolean' },
         'plan-only': { type: 'boolean' },
@@ -89,7 +99,7 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     heartbeatMs: duration(values.heartbeat, 300, '--heartbeat'),
     sweepMs: duration(values.sweep, 200, '--sweep'),
     backoffMs: duration(values.backoff, 100, '--backoff'),
-    redispatchMs: duration(values.redispatch, 5000, '--redispatch'),
+    redispatchMs: duration(values.redispatch, preset.redispatchMs, '--redispatch'),
     controlTimeoutMs: 1000,
     abortGraceMs: 1000,
     consumerTimeoutMs: 5000,
@@ -99,7 +109,8 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     httpShare: 0.4,
     duplicateShare: 0.15,
     crossTenantKeyShare: 0.03,
-    behaviourWeights: defaultBehaviourWeights,
+    behaviourWeights: mix(values.mix),
+    runMs: range(values['run-ms'], [50, 1000]),
     cli: fileURLToPath(new URL('../cli/main.js', import.meta.url)),
     jobTypesModule: fileURLToPath(new URL('./job-types.js', import.meta.url)),
     ...(values['run-dir'] === undefined ? {} : { runDir: values['run-dir'] }),
@@ -107,6 +118,27 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     log,
   };
   return { options, broker, planOnly: values['plan-only'] ?? false, json: values.json ?? false, profile };
+}
+
+function mix(value: string | undefined): Record<Behaviour, number> {
+  if (value === undefined) return { ...defaultBehaviourWeights };
+  const weights = Object.fromEntries(behaviours.map((b) => [b, 0])) as Record<Behaviour, number>;
+  for (const part of value.split(',')) {
+    const [name, weight] = part.split('=');
+    if (!(behaviours as readonly string[]).includes(name ?? '') || !/^\d+$/.test(weight ?? '')) {
+      throw new UsageError(`--mix takes behaviour=weight pairs (behaviours: ${behaviours.join(', ')}), got "${part}"`);
+    }
+    weights[name as Behaviour] = Number(weight);
+  }
+  if (Object.values(weights).every((w) => w === 0)) throw new UsageError('--mix: every weight is 0');
+  return weights;
+}
+
+function range(value: string | undefined, fallback: [number, number]): [number, number] {
+  if (value === undefined) return fallback;
+  const match = /^(\d+)-(\d+)$/.exec(value);
+  if (!match || Number(match[1]) > Number(match[2])) throw new UsageError(`--run-ms must be MIN-MAX in ms (e.g. 50-1000), got "${value}"`);
+  return [Number(match[1]), Number(match[2])];
 }
 
 function int(value: string | undefined, fallback: number, name: string, min: number): number {

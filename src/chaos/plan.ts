@@ -71,6 +71,8 @@ export interface PlanParams {
   /** Share of jobs whose key is one another tenant already used (they must stay two jobs). */
   crossTenantKeyShare: number;
   behaviourWeights: Readonly<Record<Behaviour, number>>;
+  /** How long a job works, ms (long and hang jobs aside); default 50 to 1000. */
+  runMs?: readonly [number, number];
 }
 
 export interface Plan {
@@ -161,7 +163,7 @@ function planJobs(rng: Rng, params: PlanParams): PlannedJob[] {
     const tenant = rng.pick(params.tenants);
     const behaviour = rng.weighted(params.behaviourWeights);
     const maxAttempts = rng.int(3, 5);
-    const input = planInput(rng, behaviour, maxAttempts);
+    const input = planInput(rng, behaviour, maxAttempts, params.runMs ?? [50, 1000]);
     // Some keys repeat one of another tenant: the ledger must keep those two jobs apart.
     const other = jobs.length > 0 && rng.chance(params.crossTenantKeyShare) ? rng.pick(jobs) : undefined;
     const fresh = `k-${index}-${rng.hex(8)}`;
@@ -177,9 +179,9 @@ function planJobs(rng: Rng, params: PlanParams): PlannedJob[] {
   return jobs;
 }
 
-function planInput(rng: Rng, behaviour: Behaviour, maxAttempts: number): ChaosInput {
+function planInput(rng: Rng, behaviour: Behaviour, maxAttempts: number, runRange: readonly [number, number]): ChaosInput {
   const nonce = rng.hex(12);
-  const runMs = rng.int(50, 1000);
+  const runMs = rng.int(runRange[0], runRange[1]);
   const outputBytes = rng.int(1024, 16 * 1024);
   switch (behaviour) {
     case 'ok':

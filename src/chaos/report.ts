@@ -1,5 +1,5 @@
 /** The checker's report as text: faults injected, jobs by outcome, each invariant held or violated. */
-import type { CheckReport } from './checker.js';
+import type { CheckReport, Violation } from './checker.js';
 import type { HistoryEvent } from './history.js';
 
 export interface ReportOptions {
@@ -50,9 +50,13 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
     if (inv.note) lines.push(`${' '.repeat(38)}(${inv.note})`);
     for (const v of inv.violations.slice(0, maxViolations)) {
       lines.push(`       - ${v.message.split('\n').join('\n         ')}`);
-      const events = v.events.length > maxEvents ? [...v.events.slice(0, maxEvents - 5), ...v.events.slice(-5)] : v.events;
-      if (v.events.length > maxEvents) lines.push(`           (${v.events.length} events; first ${maxEvents - 5} and last 5)`);
-      for (const e of events) lines.push(`           ${formatEvent(e, t0)}`);
+      if (v.focus && v.focus.length > 0) {
+        lines.push('         the events that show it:');
+        for (const e of v.focus) lines.push(`           ${formatEvent(e, t0)}`);
+      }
+      const { shown, note } = excerpt(v, maxEvents);
+      if (shown.length > 0) lines.push(`         the job's history${note}:`);
+      for (const e of shown) lines.push(`           ${formatEvent(e, t0)}`);
     }
     if (inv.violations.length > maxViolations) lines.push(`       ... and ${inv.violations.length - maxViolations} more (report.json has them all)`);
   }
@@ -74,6 +78,28 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
       : `FAIL: ${violated.length} of ${report.invariants.length} invariants violated (${violated.map((i) => i.id).join(', ')})`,
   );
   return lines.join('\n');
+}
+
+/** Heartbeats and progress reports drown a job's story; they stay in report.json. */
+function isNoise(e: HistoryEvent): boolean {
+  if (e.kind === 'control') return e.op === 'heartbeat' || e.op === 'progress';
+  if (e.kind === 'worker_event') return e.ev.type === 'progress' || e.ev.type === 'heartbeat';
+  return false;
+}
+
+/** The job's history without the noise; when still long, the part around the focus events. */
+function excerpt(v: Violation, max: number): { shown: HistoryEvent[]; note: string } {
+  const quiet = v.events.filter((e) => !isNoise(e));
+  if (quiet.length <= max) return { shown: quiet, note: ' (without heartbeats and progress)' };
+  const focusTimes = (v.focus ?? []).filter((e) => e.kind !== 'ledger_job').map((e) => e.t);
+  if (focusTimes.length > 0) {
+    const from = Math.min(...focusTimes) - 5000;
+    const to = Math.max(...focusTimes) + 1000;
+    const near = quiet.filter((e) => e.t >= from && e.t <= to);
+    const shown = near.length <= max ? near : near.slice(-max);
+    return { shown, note: ` (${shown.length} of ${v.events.length} events, around the ones above, without heartbeats and progress)` };
+  }
+  return { shown: [...quiet.slice(0, max - 5), ...quiet.slice(-5)], note: ` (first ${max - 5} and last 5 of ${quiet.length}, without heartbeats and progress)` };
 }
 
 /** One event on one line: time from the start, who, what. */

@@ -67,7 +67,7 @@ export class Rng {
       roll -= weight;
       if (roll < 0) return key;
     }
-    return entries[entries.length - 1]![0];
+    return entries.filter(([, w]) => w > 0).pop()![0];
   }
 
   shuffle<T>(items: readonly T[]): T[] {

@@ -60,6 +60,7 @@ export interface ChaosOptions {
   duplicateShare: number;
   crossTenantKeyShare: number;
   behaviourWeights: Readonly<Record<Behaviour, number>>;
+  runMs: readonly [number, number];
   /** The built CLI (`dist/cli/main.js`) and the chaos job-types module next to this file. */
   cli: string;
   jobTypesModule: string;
@@ -95,6 +96,7 @@ export function planOf(options: ChaosOptions): Plan {
     duplicateShare: options.duplicateShare,
     crossTenantKeyShare: options.crossTenantKeyShare,
     behaviourWeights: options.behaviourWeights,
+    runMs: options.runMs,
   });
 }
 

@@ -10,6 +10,11 @@ import type { AttemptOutcome, FailureReason, JobState } from './states.js';
  *
  * All times are milliseconds since the epoch and come from the ledger's injected clock,
  * never from a caller: a worker's clock never decides a deadline.
+ *
+ * No driver keeps a NUL character in a text field: a NUL in a name (tenant, type,
+ * idempotency key, worker id, an error's code) is invalid_input naming the field, and each
+ * NUL in free text job code wrote (an error's message, a progress message) is replaced by
+ * U+FFFD. JSON values (input, requires, result) keep it as given. See shared/input-validation.ts.
  */
 export interface Ledger {
   submit(params: SubmitParams): Promise<SubmitResult>;

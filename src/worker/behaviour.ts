@@ -113,7 +113,7 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         await waitFor('the lease', () => events.some((e) => e.type === 'lease_granted'));
         // Publish the very same work message again while the job runs.
         const duplicate = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
-        await broker.sendToQueue(harness.topology.workQueue('probe'), duplicate, { messageId: `${job.id}@1` });
+        await broker.sendToQueue(harness.topology.workQueue('probe'), duplicate, { messageId: `${job.id}@1`, headers: { 'planrun-tenant': 'acme' } });
         await waitFor('the result', () => harness.resultsFor(job.id)[0]);
         await waitFor('the duplicate to be dropped', () => events.some((e) => e.type === 'duplicate_dropped'));
         assert.equal(harness.runs(job.id).length, 1);
@@ -129,7 +129,7 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         const second = await harness.startWorker(await connections.connect(), { slots: 1 });
         const broker = await connections.connect();
         const duplicate = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
-        await broker.sendToQueue(harness.topology.workQueue('probe'), duplicate, { messageId: `${job.id}@1` });
+        await broker.sendToQueue(harness.topology.workQueue('probe'), duplicate, { messageId: `${job.id}@1`, headers: { 'planrun-tenant': 'acme' } });
         await waitFor('the refusal', () => second.events.find((e) => e.type === 'lease_refused'));
         assert.deepEqual(second.events.find((e) => e.type === 'lease_refused'), { type: 'lease_refused', jobId: job.id, attempt: 1, reason: 'ended' });
         assert.equal(harness.runs(job.id).length, 1);
@@ -222,7 +222,7 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         const { job } = await harness.ledger.submit({ tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog } });
         const app = await connections.connect();
         const work = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
-        await app.sendToQueue(harness.topology.workQueue('probe'), work, { messageId: `${job.id}@1` });
+        await app.sendToQueue(harness.topology.workQueue('probe'), work, { messageId: `${job.id}@1`, headers: { 'planrun-tenant': 'acme' } });
         const unanswered = () => harness.runs(job.id).length === 0 && !events.some((e) => e.type === 'lease_granted');
         // No answer for a while: nothing runs, and the message is not acked away.
         await new Promise((resolve) => setTimeout(resolve, 1000));

@@ -102,6 +102,13 @@ export class Worker {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private readonly pendingTimers = new Set<NodeJS.Timeout>();
+  /**
+   * Deliveries that found every slot taken, oldest first: each takes the next slot that
+   * frees, or goes back to the broker after `redeliveryDelayMs` as before (see waitForSlot).
+   */
+  private readonly slotWaiters: Array<{ delivery: Delivery; timer: NodeJS.Timeout }> = [];
+  /** A heartbeat asked for by a grant is in flight / another one is wanted after it (see heartbeatAfterGrant). */
+  private grantHeartbeat: 'idle' | 'in_flight' | 'again' = 'idle';
   private idle: (() => void) | undefined;
 
   constructor(private readonly options: WorkerOptions) {
@@ -174,6 +181,8 @@ export class Worker {
     clearInterval(this.deadlineTimer);
     for (const timer of this.pendingTimers) clearTimeout(timer);
     this.pendingTimers.clear();
+    // Their timers are gone; cancelling the subscriptions hands their messages back.
+    this.slotWaiters.length = 0;
   }
 
   private async cancelSubscriptions(): Promise<void> {
@@ -190,6 +199,38 @@ export class Worker {
       delivery.nack({ requeue: true });
     }, this.timing.redeliveryDelayMs);
     this.pendingTimers.add(timer);
+  }
+
+  /**
+   * Every slot is taken: rather than hold the message for `redeliveryDelayMs` and then
+   * give it back (after ack-early the broker keeps sending while slots are busy), let it
+   * take the next slot that frees within that time, and give it back only if none does.
+   * For long jobs nothing changes (no slot frees in time: the message goes back, for a
+   * worker with room); for short ones a slot is never left idle while a message waits.
+   * At most `prefetch` (= slots) deliveries can wait here, all unacknowledged, so a crash
+   * hands them back to the broker.
+   */
+  private waitForSlot(delivery: Delivery): void {
+    const waiter = {
+      delivery,
+      timer: setTimeout(() => {
+        this.pendingTimers.delete(waiter.timer);
+        const index = this.slotWaiters.indexOf(waiter);
+        if (index !== -1) this.slotWaiters.splice(index, 1);
+        delivery.nack({ requeue: true });
+      }, this.timing.redeliveryDelayMs),
+    };
+    this.pendingTimers.add(waiter.timer);
+    this.slotWaiters.push(waiter);
+  }
+
+  /** A slot was released: the delivery that waited longest for one goes through admission again now. */
+  private slotFreed(): void {
+    const waiter = this.slotWaiters.shift();
+    if (!waiter) return;
+    clearTimeout(waiter.timer);
+    this.pendingTimers.delete(waiter.timer);
+    void this.onDelivery(waiter.delivery);
   }
 
   private async onDelivery(delivery: Delivery): Promise<void> {
@@ -221,7 +262,8 @@ export class Worker {
     if (!decision.admitted) {
       this.events.emit({ type: 'admission_refused', jobId: work.jobId, attempt: work.attempt, reason: decision.reason! });
       this.options.logger.info({ jobId: work.jobId, reason: decision.reason, detail: decision.detail }, 'not admitted; message goes back');
-      this.giveBack(delivery);
+      if (decision.reason === 'no_free_slot') this.waitForSlot(delivery);
+      else this.giveBack(delivery);
       return;
     }
     this.dedup.remember(work.jobId, work.attempt);
@@ -231,6 +273,8 @@ export class Worker {
       if (released) return;
       released = true;
       this.admission.release(admissionKey);
+      // Before flow control looks: a waiting delivery takes the slot, and consuming stays paused.
+      this.slotFreed();
       void this.updateFlowControl();
     };
     try {
@@ -247,7 +291,7 @@ export class Worker {
       const job: RunningJob = { lease, type, lastProgressSentAt: 0 };
       this.running.set(work.jobId, job);
       this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token });
-      void this.heartbeat();
+      this.heartbeatAfterGrant();
       void this.runJob(job, reply.input).finally(release);
     } catch (error) {
       // The orchestrator did not answer: keep nothing, ack nothing; the message comes back.
@@ -302,14 +346,23 @@ export class Worker {
       await this.settle(job, { kind: 'failed', error: outcome.error });
       return;
     }
-    if (!(await this.fence(job))) {
+    const files = outcome.result.outputs ?? [];
+    const storing = files.length > 0;
+    // The fence guards outputs becoming visible. A job that returned none has nothing to
+    // fence or store: the settle is itself a CAS keyed to this attempt's live lease, so a
+    // stale attempt still announces nothing. That saves a control round trip (and an empty
+    // output folder) per job.
+    if (storing && !(await this.fence(job))) {
       this.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: job.lostReason ?? 'lease not live' });
       return;
     }
     let result: JobResult;
     try {
-      const outputs = await this.options.outputStore.put(lease, scratchDir, outcome.result.outputs ?? []);
-      this.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
+      let outputs: Record<string, string> = {};
+      if (storing) {
+        outputs = await this.options.outputStore.put(lease, scratchDir, files);
+        this.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
+      }
       result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs };
     } catch (error) {
       await this.settle(job, { kind: 'failed', error: { class: 'transient', code: 'output_store_failed', message: describe(error) } });
@@ -377,6 +430,26 @@ export class Worker {
       .catch(() => undefined); // Progress is advisory; the heartbeat keeps the lease.
   }
 
+  /**
+   * A new lease is renewed at once, not at the next tick. Grants that come while such a
+   * heartbeat is in flight share the one sent as soon as it returns (it names every
+   * lease then held), instead of one heartbeat per grant, each renewing every lease the
+   * worker holds (with many slots and short jobs, O(slots) ledger updates per job).
+   * Timed heartbeats are not affected.
+   */
+  private heartbeatAfterGrant(): void {
+    if (this.grantHeartbeat !== 'idle') {
+      this.grantHeartbeat = 'again';
+      return;
+    }
+    this.grantHeartbeat = 'in_flight';
+    void this.heartbeat().finally(() => {
+      const again = this.grantHeartbeat === 'again';
+      this.grantHeartbeat = 'idle';
+      if (again) this.heartbeatAfterGrant();
+    });
+  }
+
   /** One heartbeat renews every lease this worker holds. */
   private async heartbeat(): Promise<void> {
     if (this.stopping && this.running.size === 0) return;
@@ -441,8 +514,8 @@ function parseWorkMessage(delivery: Delivery): WorkMessage | undefined {
     const body = JSON.parse(delivery.body.toString('utf8')) as Partial<WorkMessage>;
     if (typeof body.jobId !== 'string' || typeof body.type !== 'string' || typeof body.tenant !== 'string') return undefined;
     if (!Number.isInteger(body.attempt) || (body.attempt as number) < 1) return undefined;
-    const headerTenant = delivery.headers[tenantHeader];
-    if (headerTenant !== undefined && headerTenant !== body.tenant) return undefined;
+    // The tenant travels on every message (G8): one without it, or with another, is not planrun's.
+    if (delivery.headers[tenantHeader] !== body.tenant) return undefined;
     return body as WorkMessage;
   } catch {
     return undefined;

@@ -17,6 +17,7 @@ import {
   type SubmitParams,
   type SweepParams,
 } from '../ledger.js';
+import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
 import {
   createPool,
@@ -41,7 +42,6 @@ import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submitMany } from './operations/submit.js';
 import { sweep } from './operations/sweep.js';
-import { validateConfig } from './shared/validation.js';
 
 export interface PostgresLedgerOptions {
   /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */

@@ -141,7 +141,10 @@ describe('postgres ledger storage', () => {
   it('a NUL character PostgreSQL cannot store in a text column is invalid_input and writes nothing', async () => {
     const ledger = await schemas.open({ clock: new ManualClock() });
     try {
-      await rejectsWith(ledger.submit(submitParams({ tenant: 'ac\u0000me' })), 'invalid_input', 'nothing was changed');
+      // Refused before it reaches the database, naming the field (shared validation)...
+      await rejectsWith(ledger.submit(submitParams({ tenant: 'ac\u0000me' })), 'invalid_input', 'tenant');
+      // ...and where none precedes it, the server's own refusal (SQLSTATE 22021) is invalid_input too.
+      await rejectsWith(ledger.getJob('a\u0000b'), 'invalid_input', 'nothing was changed');
       const { job } = await ledger.submit(submitParams({ input: { text: 'a\u0000b' } }));
       assert.deepEqual(job.input, { text: 'a\u0000b' }, 'inside the JSON input a NUL is escaped and kept');
       assert.deepEqual(await ledger.countJobsByState(), { queued: 1, running: 0, finished: 0, failed: 0 });

@@ -15,8 +15,10 @@ import {
   type SubmitParams,
   type SweepParams,
 } from '../ledger.js';
+import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
+import { GroupCommitter } from './group-commit.js';
 import { cancel } from './operations/cancel.js';
 import { checkLease } from './operations/check-lease.js';
 import { grantLease } from './operations/grant-lease.js';
@@ -44,40 +46,52 @@ export async function openSqliteLedger(options: SqliteLedgerOptions): Promise<Le
   return new SqliteLedger(db, options.path, new SqliteContext(db, options.clock ?? systemClock, config));
 }
 
-function validateConfig(config: LedgerConfig): LedgerConfig {
-  for (const [name, value] of Object.entries(config)) {
-    if (!Number.isInteger(value) || value < (name === 'defaultMaxAttempts' ? 1 : 0)) {
-      throw new LedgerError(LedgerErrorCode.invalidInput, `ledger config ${name} must be a non-negative integer, got ${value}`);
-    }
-  }
-  return config;
+/** What a SQLite ledger counts about itself, for benchmarks and tests. */
+export interface SqliteLedgerStats {
+  /** Transactions committed (each one fsync with synchronous=FULL). */
+  transactions: number;
+}
+
+const statsOf = new WeakMap<Ledger, SqliteLedgerStats>();
+
+/** The counts of a ledger opened by openSqliteLedger; undefined for any other ledger. */
+export function sqliteLedgerStats(ledger: Ledger): Readonly<SqliteLedgerStats> | undefined {
+  return statsOf.get(ledger);
 }
 
 /**
- * The Ledger on better-sqlite3. Each write runs as one BEGIN IMMEDIATE transaction, so
- * its guards and its effects (job row, history, outbox) commit together or not at all.
+ * The Ledger on better-sqlite3. Each write runs in a SAVEPOINT of its own inside a
+ * BEGIN IMMEDIATE transaction shared with the other writes of the same event-loop turn
+ * (group commit, group-commit.ts), so its guards and its effects (job row, history,
+ * outbox) commit together or not at all, and it is answered only once committed.
  */
 class SqliteLedger implements Ledger {
   private closed = false;
+  private readonly stats: SqliteLedgerStats = { transactions: 0 };
+  /** Writes of one event-loop turn share one transaction (one fsync); see group-commit.ts. */
+  private readonly committer: GroupCommitter;
 
   constructor(
     private readonly db: SqliteDatabase,
     private readonly file: string,
     private readonly ctx: SqliteContext,
-  ) {}
+  ) {
+    statsOf.set(this, this.stats);
+    this.committer = new GroupCommitter(db, () => this.stats.transactions++);
+  }
 
   private write<T>(operation: string, body: () => T): Promise<T> {
-    return this.run(operation, () => this.db.transaction(body).immediate());
+    return this.run(operation, () => this.committer.write(body));
   }
 
   private read<T>(operation: string, body: () => T): Promise<T> {
-    return this.run(operation, body);
+    return this.run(operation, () => this.committer.read(body));
   }
 
-  private async run<T>(operation: string, body: () => T): Promise<T> {
+  private async run<T>(operation: string, body: () => Promise<T>): Promise<T> {
     if (this.closed) throw new LedgerError(LedgerErrorCode.closed, `${operation}: the ledger is closed`);
     try {
-      return body();
+      return await body();
     } catch (error) {
       throw operationError(this.file, operation, error);
     }
@@ -137,6 +151,8 @@ class SqliteLedger implements Ledger {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Operations already asked for are answered (run now), not dropped.
+    this.committer.flush();
     this.db.close();
   }
 }

@@ -8,10 +8,10 @@
  *   ended     -> refused `ended`; unknown or another tenant's job -> refused `unknown_job`
  */
 import type { CancelParams, CancelResult } from '../../ledger.js';
+import { cancelledError } from '../../shared/recorded-errors.js';
 import { isTerminal } from '../../states.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, lockJobById, toJob } from '../rows.js';
-import { cancelledError } from '../shared/messages.js';
 import { enqueueResult } from './outbox.js';
 
 const cancelQueued = `UPDATE jobs SET state = 'failed', failure_reason = 'cancelled', error_class = $3,

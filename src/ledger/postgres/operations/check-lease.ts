@@ -6,9 +6,9 @@
  *   unknown_job | ended | superseded | expired | cancelled
  */
 import type { CheckLeaseResult, LeaseRef } from '../../ledger.js';
+import { fenceLoss } from '../../shared/lease-rules.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
-import { fenceLoss } from '../shared/lease-rules.js';
 
 export async function checkLease(ctx: PgContext, ref: LeaseRef): Promise<CheckLeaseResult> {
   const row = await ctx.row<JobRow>(selectJobById, [ref.jobId]);

@@ -16,13 +16,15 @@
  *   other_attempt    the job is at another attempt: this work message is stale
  *   already_running  attempt n is already leased
  *   not_due          attempt n waits for its backoff
+ * Throws: LedgerError invalid_input for a worker id holding a NUL.
  */
 import { randomUUID } from 'node:crypto';
 
 import type { GrantLeaseParams, GrantLeaseResult } from '../../ledger.js';
+import { validateWorkerId } from '../../shared/input-validation.js';
+import { grantRefusal } from '../../shared/lease-rules.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
-import { grantRefusal } from '../shared/lease-rules.js';
 
 const grant = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3,
     lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6
@@ -35,6 +37,7 @@ const regrant = `UPDATE jobs SET lease_deadline = $4, updated_at = $5
   RETURNING *`;
 
 export async function grantLease(ctx: PgContext, params: GrantLeaseParams): Promise<GrantLeaseResult> {
+  validateWorkerId(params.worker);
   const now = ctx.clock.now();
   const deadline = now + ctx.config.leaseTtlMs;
   // A refusal is read after the UPDATE failed; if the job reached queued@n in between

@@ -12,9 +12,9 @@
  *   outboxStats()                   -> how many due rows wait, and since when
  */
 import type { OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../../ledger.js';
+import { resultMessage, workMessage } from '../../shared/outbox-messages.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, toJob } from '../rows.js';
-import { resultMessage, workMessage } from '../shared/messages.js';
 
 const insertRow = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES ($1, $2, $3, $4, $5)';
 

@@ -1,13 +1,15 @@
 /**
  * Read-only views of the ledger: one job, its attempts, pages of jobs, counts by state.
- * Each is one statement outside any explicit transaction.
+ * Each is one statement outside any explicit transaction. A listing's parameters, its
+ * cursor and the cut of a page are shared/input-validation.ts and shared/job-listing.ts:
+ * invalid_input for a bad limit, state or cursor, or a NUL in a filter.
  */
-import { LedgerError, LedgerErrorCode } from '../../errors.js';
 import type { AttemptRecord, Job, JobPage, ListJobsParams } from '../../ledger.js';
+import { validateListParams } from '../../shared/input-validation.js';
+import { decodeCursor, jobPage } from '../../shared/job-listing.js';
 import type { JobState } from '../../states.js';
 import type { PgContext } from '../context.js';
 import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from '../rows.js';
-import { validateListParams } from '../shared/validation.js';
 
 export async function getJob(ctx: PgContext, jobId: string, tenant?: string): Promise<Job | undefined> {
   const row = await ctx.row<JobRow>(selectJobById, [jobId]);
@@ -40,19 +42,7 @@ export async function listJobs(ctx: PgContext, params: ListJobsParams): Promise<
   values.push(limit + 1);
   const text = `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT $${values.length}`;
   const rows = await ctx.rows<JobRow>(text, values);
-  const more = rows.length > limit;
-  const jobs = rows.slice(0, limit);
-  return { jobs: jobs.map(toJob), nextCursor: more ? encodeCursor(jobs[jobs.length - 1]!.seq) : null };
-}
-
-function encodeCursor(seq: number): string {
-  return Buffer.from(`seq:${seq}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): number {
-  const match = typeof cursor === 'string' ? /^seq:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString()) : null;
-  if (!match) throw new LedgerError(LedgerErrorCode.invalidInput, 'cursor is not one this ledger returned');
-  return Number(match[1]);
+  return jobPage(rows, limit, toJob);
 }
 
 const counts = 'SELECT state, COUNT(*) AS n FROM jobs GROUP BY state';

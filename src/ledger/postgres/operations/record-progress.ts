@@ -5,13 +5,14 @@
  * Params: jobId, attempt, token, fraction in [0, 1], message?
  * Result: { accepted: true } or { accepted: false, reason } with reason
  *   unknown_job | ended | superseded | expired | cancelled
- * Throws: LedgerError invalid_input for a fraction outside [0, 1].
+ * Throws: LedgerError invalid_input for a fraction outside [0, 1]. A NUL in the message
+ *   is replaced (U+FFFD), never refused: job code wrote it.
  */
 import type { FenceResult, RecordProgressParams } from '../../ledger.js';
+import { recordableProgressMessage, validateProgressFraction } from '../../shared/input-validation.js';
+import { fenceLoss } from '../../shared/lease-rules.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
-import { fenceLoss } from '../shared/lease-rules.js';
-import { validateProgressFraction } from '../shared/validation.js';
 
 const update = `UPDATE jobs SET progress = $4, progress_message = $5, updated_at = $6
   WHERE id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
@@ -20,7 +21,7 @@ const update = `UPDATE jobs SET progress = $4, progress_message = $5, updated_at
 export async function recordProgress(ctx: PgContext, params: RecordProgressParams): Promise<FenceResult> {
   validateProgressFraction(params.fraction);
   const now = ctx.clock.now();
-  const changed = await ctx.run(update, [params.jobId, params.attempt, params.token, params.fraction, params.message ?? null, now]);
+  const changed = await ctx.run(update, [params.jobId, params.attempt, params.token, params.fraction, recordableProgressMessage(params.message), now]);
   if (changed === 1) return { accepted: true };
   const row = await ctx.row<JobRow>(selectJobById, [params.jobId]);
   const reason = fenceLoss(row ? toJob(row) : undefined, params, now);

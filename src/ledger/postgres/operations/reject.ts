@@ -3,8 +3,11 @@
  * or a capability it requires; the error names what is missing. One guarded UPDATE.
  *
  * Result: { rejected: true, job } or { rejected: false, reason: unknown_job | not_queued }
+ * Throws: LedgerError invalid_input for a NUL in the error's code; a NUL in its message
+ *   is replaced (U+FFFD), as in a settle.
  */
 import type { RejectParams, RejectResult } from '../../ledger.js';
+import { recordableError } from '../../shared/input-validation.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
 import { enqueueResult } from './outbox.js';
@@ -16,7 +19,7 @@ const rejectQueued = `UPDATE jobs SET state = 'failed', failure_reason = 'unrout
 
 export async function reject(ctx: PgContext, params: RejectParams): Promise<RejectResult> {
   const now = ctx.clock.now();
-  const { error } = params;
+  const error = recordableError(params.error);
   const row = await ctx.row<JobRow>(rejectQueued, [params.jobId, now, error.class, error.code, error.message]);
   if (row) {
     await enqueueResult(ctx, row, now);

@@ -10,9 +10,9 @@
  *   cancelled one runs out so that the sweeper can end the job if its worker never does.
  */
 import type { LeaseLoss, RenewLeasesParams, RenewLeasesResult } from '../../ledger.js';
+import { fenceLoss } from '../../shared/lease-rules.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
-import { fenceLoss } from '../shared/lease-rules.js';
 
 const extend = `UPDATE jobs SET lease_deadline = $4, updated_at = $5
   WHERE id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3

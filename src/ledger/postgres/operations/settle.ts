@@ -15,18 +15,19 @@
  * Result: { accepted: true, job, transition } or { accepted: false, reason } with reason
  *   unknown_job | ended | superseded | expired. A refused settle changes nothing, so a
  *   stale attempt announces nothing.
- * Throws: LedgerError invalid_input for a malformed outcome.
+ * Throws: LedgerError invalid_input for a malformed outcome or a NUL in the error's code;
+ *   a NUL in the error's message is replaced (U+FFFD), never refused: job code wrote it.
  */
 import type { SettleParams, SettleResult } from '../../ledger.js';
+import { validateSettleOutcome } from '../../shared/input-validation.js';
+import { leaseLoss, settleTransition } from '../../shared/lease-rules.js';
+import { cancelledError } from '../../shared/recorded-errors.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, lockJobById, toJob } from '../rows.js';
-import { leaseLoss, settleTransition } from '../shared/lease-rules.js';
-import { cancelledError } from '../shared/messages.js';
-import { validateSettleOutcome } from '../shared/validation.js';
 import { fail, finish, requeue } from './end-attempt.js';
 
 export async function settle(ctx: PgContext, params: SettleParams): Promise<SettleResult> {
-  validateSettleOutcome(params);
+  const outcome = validateSettleOutcome(params);
   const now = ctx.clock.now();
   const row = await ctx.row<JobRow>(lockJobById, [params.jobId]);
   const job = row ? toJob(row) : undefined;
@@ -34,7 +35,6 @@ export async function settle(ctx: PgContext, params: SettleParams): Promise<Sett
   if (loss || !row || !job) return { accepted: false, reason: loss ?? 'unknown_job' };
 
   const exit = { row, expect: 'live' as const, now };
-  const { outcome } = params;
   const transition = settleTransition(job, outcome);
   let after: JobRow | undefined;
   switch (transition) {

@@ -6,14 +6,15 @@
  *         job with created=false and writes nothing. Two orchestrators submitting the same
  *         key at once: the unique index lets one insert, the other finds its job; batches
  *         with several keys lock them in one order first, so they cannot deadlock.
- * Throws: LedgerError invalid_input, naming the field.
+ * Throws: LedgerError invalid_input, naming the field (a NUL in tenant, type or
+ *         idempotencyKey included: shared/input-validation.ts).
  */
 import { randomUUID } from 'node:crypto';
 
 import type { SubmitParams, SubmitResult } from '../../ledger.js';
+import { validateSubmission, type ValidSubmission } from '../../shared/input-validation.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, toJob } from '../rows.js';
-import { validateSubmission, type ValidSubmission } from '../shared/validation.js';
 import { enqueueWork } from './outbox.js';
 
 const selectByKey = 'SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = $2';

@@ -15,10 +15,10 @@
  * Result: what it did, by job.
  */
 import type { SweepParams, SweepReport } from '../../ledger.js';
+import { expiryTransition } from '../../shared/lease-rules.js';
+import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, toJob } from '../rows.js';
-import { expiryTransition } from '../shared/lease-rules.js';
-import { cancelledError, leaseExpiredError } from '../shared/messages.js';
 import { fail, requeue } from './end-attempt.js';
 import { enqueueWork } from './outbox.js';
 

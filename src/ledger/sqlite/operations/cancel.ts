@@ -7,10 +7,10 @@
  *   ended     -> refused `ended`; unknown or another tenant's job -> refused `unknown_job`
  */
 import type { CancelParams, CancelResult } from '../../ledger.js';
+import { cancelledError } from '../../shared/recorded-errors.js';
 import { isTerminal } from '../../states.js';
 import type { SqliteContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
-import { cancelledError } from './end-attempt.js';
 import { enqueueResult } from './outbox.js';
 
 const cancelQueued = `UPDATE jobs SET state = 'failed', failure_reason = 'cancelled', error_class = @class,

@@ -6,12 +6,12 @@
  *   unknown_job | ended | superseded | expired | cancelled
  */
 import type { CheckLeaseResult, LeaseRef } from '../../ledger.js';
+import { fenceLoss } from '../../shared/lease-rules.js';
 import type { SqliteContext } from '../context.js';
-import { type JobRow, selectJobById } from '../rows.js';
-import { fenceLoss } from './lease-loss.js';
+import { type JobRow, selectJobById, toJob } from '../rows.js';
 
 export function checkLease(ctx: SqliteContext, ref: LeaseRef): CheckLeaseResult {
   const row = ctx.sql(selectJobById).get(ref.jobId) as JobRow | undefined;
-  const reason = fenceLoss(row, ref, ctx.clock.now());
+  const reason = fenceLoss(row ? toJob(row) : undefined, ref, ctx.clock.now());
   return reason ? { live: false, reason } : { live: true, deadline: row!.lease_deadline! };
 }

@@ -103,9 +103,3 @@ export function requeue(
   enqueueWork(ctx, row, notBefore);
   return row;
 }
-
-export const cancelledError: SerializedError = {
-  class: 'permanent',
-  code: 'cancelled',
-  message: 'the job was cancelled by its tenant',
-};

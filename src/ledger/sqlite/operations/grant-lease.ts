@@ -12,10 +12,12 @@
  *   other_attempt    the job is at another attempt: this work message is stale
  *   already_running  attempt n is already leased
  *   not_due          attempt n waits for its backoff
+ * Throws: LedgerError invalid_input for a worker id holding a NUL.
  */
 import { randomUUID } from 'node:crypto';
-import { GrantRefusal, type GrantLeaseParams, type GrantLeaseResult } from '../../ledger.js';
-import { isTerminal } from '../../states.js';
+import type { GrantLeaseParams, GrantLeaseResult } from '../../ledger.js';
+import { validateWorkerId } from '../../shared/input-validation.js';
+import { grantRefusal } from '../../shared/lease-rules.js';
 import type { SqliteContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
 
@@ -28,6 +30,7 @@ const regrant = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now
     AND lease_deadline > @now AND cancel_requested = 0`;
 
 export function grantLease(ctx: SqliteContext, params: GrantLeaseParams): GrantLeaseResult {
+  validateWorkerId(params.worker);
   const now = ctx.clock.now();
   const token = randomUUID();
   const deadline = now + ctx.config.leaseTtlMs;
@@ -41,14 +44,8 @@ export function grantLease(ctx: SqliteContext, params: GrantLeaseParams): GrantL
     const renewed = ctx.sql(selectJobById).get(params.jobId) as JobRow;
     return { granted: true, job: toJob(renewed), token: renewed.lease_token!, deadline };
   }
-  return { granted: false, reason: refusal(row, params.attempt, now), ...(row ? { job: toJob(row) } : {}) };
-}
-
-function refusal(row: JobRow | undefined, attempt: number, now: number): GrantRefusal {
-  if (!row) return GrantRefusal.unknownJob;
-  if (isTerminal(row.state)) return GrantRefusal.ended;
-  if (row.attempt !== attempt) return GrantRefusal.otherAttempt;
-  if (row.state === 'running') return GrantRefusal.alreadyRunning;
-  if (row.not_before > now) return GrantRefusal.notDue;
-  throw new Error(`planrun ledger: grant of ${row.id}@${attempt} refused for no known reason`);
+  const job = row ? toJob(row) : undefined;
+  const reason = grantRefusal(job, params.attempt, now);
+  if (!reason) throw new Error(`planrun ledger: grant of ${params.jobId}@${params.attempt} refused for no known reason`);
+  return { granted: false, reason, ...(job ? { job } : {}) };
 }

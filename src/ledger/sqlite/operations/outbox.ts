@@ -9,36 +9,22 @@
  *   outboxTake(limit)               -> due unsent rows, oldest first
  *   outboxMarkSent(ids)             -> those rows are never taken again
  */
-import { type OutboxMessage, type OutboxStats, type ResultMessage, type WorkMessage } from '../../ledger.js';
+import type { OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../../ledger.js';
+import { resultMessage, workMessage } from '../../shared/outbox-messages.js';
 import type { SqliteContext } from '../context.js';
-import type { JobRow } from '../rows.js';
-import { toJob } from '../rows.js';
+import { type JobRow, toJob } from '../rows.js';
 
 const insertRow = `INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES (?, ?, ?, ?, ?)`;
 
 export function enqueueWork(ctx: SqliteContext, job: JobRow, availableAt: number): void {
-  const body: WorkMessage = { jobId: job.id, attempt: job.attempt, tenant: job.tenant, type: job.type };
+  const body = workMessage(job);
   ctx.sql(insertRow).run('work', job.id, JSON.stringify(body), ctx.clock.now(), availableAt);
 }
 
 export function enqueueResult(ctx: SqliteContext, row: JobRow): void {
-  const job = toJob(row);
-  if (job.state !== 'finished' && job.state !== 'failed') {
-    throw new Error(`planrun ledger: result message for job ${job.id} in state ${job.state}`);
-  }
-  const body: ResultMessage = {
-    id: job.id,
-    idempotencyKey: job.idempotencyKey,
-    tenant: job.tenant,
-    type: job.type,
-    state: job.state,
-    attempt: job.attempt,
-    ...(job.failureReason ? { reason: job.failureReason } : {}),
-    ...(job.result ? { result: job.result } : {}),
-    ...(job.error ? { error: job.error } : {}),
-  };
+  const body = resultMessage(toJob(row));
   const now = ctx.clock.now();
-  ctx.sql(insertRow).run('result', job.id, JSON.stringify(body), now, now);
+  ctx.sql(insertRow).run('result', row.id, JSON.stringify(body), now, now);
 }
 
 interface OutboxRow {

@@ -1,9 +1,12 @@
 /**
  * Read-only views of the ledger: one job, its attempts, pages of jobs, counts by state.
+ * A listing's parameters, its cursor and the cut of a page are shared/input-validation.ts
+ * and shared/job-listing.ts: invalid_input for a bad limit, state or cursor, or a NUL in a filter.
  */
-import { LedgerError, LedgerErrorCode } from '../../errors.js';
 import type { AttemptRecord, Job, JobPage, ListJobsParams } from '../../ledger.js';
-import { JobState } from '../../states.js';
+import { validateListParams } from '../../shared/input-validation.js';
+import { decodeCursor, jobPage } from '../../shared/job-listing.js';
+import type { JobState } from '../../states.js';
 import type { SqliteContext } from '../context.js';
 import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from '../rows.js';
 
@@ -27,13 +30,7 @@ const page = `SELECT * FROM jobs
   ORDER BY seq DESC LIMIT @limit`;
 
 export function listJobs(ctx: SqliteContext, params: ListJobsParams): JobPage {
-  const limit = params.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-    throw new LedgerError(LedgerErrorCode.invalidInput, 'limit must be an integer from 1 to 1000');
-  }
-  if (params.state !== undefined && !Object.values(JobState).includes(params.state)) {
-    throw new LedgerError(LedgerErrorCode.invalidInput, `state must be one of ${Object.values(JobState).join(', ')}`);
-  }
+  const limit = validateListParams(params);
   const rows = ctx.sql(page).all({
     tenant: params.tenant ?? null,
     state: params.state ?? null,
@@ -41,19 +38,7 @@ export function listJobs(ctx: SqliteContext, params: ListJobsParams): JobPage {
     before: params.cursor === undefined ? null : decodeCursor(params.cursor),
     limit: limit + 1,
   }) as JobRow[];
-  const more = rows.length > limit;
-  const jobs = rows.slice(0, limit);
-  return { jobs: jobs.map(toJob), nextCursor: more ? encodeCursor(jobs[jobs.length - 1]!.seq) : null };
-}
-
-function encodeCursor(seq: number): string {
-  return Buffer.from(`seq:${seq}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): number {
-  const match = /^seq:(\d+)$/.exec(Buffer.from(cursor, 'base64url').toString());
-  if (!match) throw new LedgerError(LedgerErrorCode.invalidInput, 'cursor is not one this ledger returned');
-  return Number(match[1]);
+  return jobPage(rows, limit, toJob);
 }
 
 const counts = 'SELECT state, COUNT(*) AS n FROM jobs GROUP BY state';

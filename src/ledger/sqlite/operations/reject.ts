@@ -3,8 +3,11 @@
  * or a capability it requires; the error names what is missing.
  *
  * Result: { rejected: true, job } or { rejected: false, reason: unknown_job | not_queued }
+ * Throws: LedgerError invalid_input for a NUL in the error's code; a NUL in its message
+ *   is replaced (U+FFFD), as in a settle.
  */
 import type { RejectParams, RejectResult } from '../../ledger.js';
+import { recordableError } from '../../shared/input-validation.js';
 import type { SqliteContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
 import { enqueueResult } from './outbox.js';
@@ -14,7 +17,8 @@ const rejectQueued = `UPDATE jobs SET state = 'failed', failure_reason = 'unrout
   WHERE id = @jobId AND state = 'queued'`;
 
 export function reject(ctx: SqliteContext, params: RejectParams): RejectResult {
-  const changed = ctx.sql(rejectQueued).run({ jobId: params.jobId, now: ctx.clock.now(), ...params.error }).changes;
+  const error = recordableError(params.error);
+  const changed = ctx.sql(rejectQueued).run({ jobId: params.jobId, now: ctx.clock.now(), ...error }).changes;
   const row = ctx.sql(selectJobById).get(params.jobId) as JobRow | undefined;
   if (!row) return { rejected: false, reason: 'unknown_job' };
   if (changed !== 1) return { rejected: false, reason: 'not_queued' };

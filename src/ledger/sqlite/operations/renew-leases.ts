@@ -8,9 +8,9 @@
  *   cancelled one runs out so that the sweeper can end the job if its worker never does.
  */
 import type { RenewLeasesParams, RenewLeasesResult } from '../../ledger.js';
+import { fenceLoss } from '../../shared/lease-rules.js';
 import type { SqliteContext } from '../context.js';
-import { type JobRow, selectJobById } from '../rows.js';
-import { fenceLoss } from './lease-loss.js';
+import { type JobRow, selectJobById, toJob } from '../rows.js';
 
 const extend = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now
   WHERE id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
@@ -27,7 +27,7 @@ export function renewLeases(ctx: SqliteContext, params: RenewLeasesParams): Rene
       continue;
     }
     const row = ctx.sql(selectJobById).get(lease.jobId) as JobRow | undefined;
-    const reason = fenceLoss(row, lease, now);
+    const reason = fenceLoss(row ? toJob(row) : undefined, lease, now);
     if (!reason) throw new Error(`planrun ledger: renewal of ${lease.jobId}@${lease.attempt} refused for no known reason`);
     result.lost.push({ jobId: lease.jobId, attempt: lease.attempt, reason });
   }

@@ -8,56 +8,50 @@
  *   transient or fatal, none left   -> failed/exhausted          (exhaust)
  *   any error after a cancel request -> failed/cancelled         (cancel_running)
  *
+ * The edge is chosen from the row as read, by the rules every driver shares
+ * (shared/lease-rules.ts); the guarded UPDATE of end-attempt.ts then applies it.
+ *
  * Result: { accepted: true, job, transition } or { accepted: false, reason } with reason
  *   unknown_job | ended | superseded | expired. A refused settle changes nothing, so a
  *   stale attempt announces nothing.
+ * Throws: LedgerError invalid_input for a malformed outcome or a NUL in the error's code;
+ *   a NUL in the error's message is replaced (U+FFFD), never refused: job code wrote it.
  */
-import { isSerializedError } from '../../../core/errors.js';
-import { LedgerError, LedgerErrorCode } from '../../errors.js';
 import type { SettleParams, SettleResult } from '../../ledger.js';
+import { validateSettleOutcome } from '../../shared/input-validation.js';
+import { leaseLoss, settleTransition } from '../../shared/lease-rules.js';
+import { cancelledError } from '../../shared/recorded-errors.js';
 import type { SqliteContext } from '../context.js';
 import { type JobRow, selectJobById, toJob } from '../rows.js';
-import { cancelledError, fail, finish, requeue } from './end-attempt.js';
-import { leaseLoss } from './lease-loss.js';
+import { fail, finish, requeue } from './end-attempt.js';
 
 export function settle(ctx: SqliteContext, params: SettleParams): SettleResult {
-  validateOutcome(params);
+  const outcome = validateSettleOutcome(params);
   const row = ctx.sql(selectJobById).get(params.jobId) as JobRow | undefined;
-  const loss = leaseLoss(row, params, ctx.clock.now());
-  if (loss || !row) return { accepted: false, reason: loss ?? 'unknown_job' };
+  const job = row ? toJob(row) : undefined;
+  const loss = leaseLoss(job, params, ctx.clock.now());
+  if (loss || !row || !job) return { accepted: false, reason: loss ?? 'unknown_job' };
 
   const exit = { row, expect: 'live' as const };
-  const { outcome } = params;
-  let transition: Extract<SettleResult, { accepted: true }>['transition'];
+  const transition = settleTransition(job, outcome);
   let after: JobRow | undefined;
-  if (outcome.kind === 'finished') {
-    transition = 'finish';
-    after = finish(ctx, exit, outcome.result);
-  } else if (row.cancel_requested === 1) {
-    transition = 'cancel_running';
-    after = fail(ctx, exit, 'cancelled', cancelledError, 'cancelled');
-  } else if (outcome.error.class === 'permanent') {
-    transition = 'fail_permanent';
-    after = fail(ctx, exit, 'permanent', outcome.error, 'failed');
-  } else if (row.attempt < row.max_attempts) {
-    transition = 'retry';
-    after = requeue(ctx, exit, 'retried', outcome.error);
-  } else {
-    transition = 'exhaust';
-    after = fail(ctx, exit, 'exhausted', outcome.error, 'failed');
+  switch (transition) {
+    case 'finish':
+      after = outcome.kind === 'finished' ? finish(ctx, exit, outcome.result) : undefined;
+      break;
+    case 'cancel_running':
+      after = fail(ctx, exit, 'cancelled', cancelledError, 'cancelled');
+      break;
+    case 'fail_permanent':
+      after = outcome.kind === 'failed' ? fail(ctx, exit, 'permanent', outcome.error, 'failed') : undefined;
+      break;
+    case 'retry':
+      after = outcome.kind === 'failed' ? requeue(ctx, exit, 'retried', outcome.error) : undefined;
+      break;
+    case 'exhaust':
+      after = outcome.kind === 'failed' ? fail(ctx, exit, 'exhausted', outcome.error, 'failed') : undefined;
+      break;
   }
   if (!after) throw new Error(`planrun ledger: settle of ${params.jobId}@${params.attempt} lost its guard inside its transaction`);
   return { accepted: true, job: toJob(after), transition };
-}
-
-function validateOutcome(params: SettleParams): void {
-  const outcome = params.outcome as { kind?: unknown; result?: unknown; error?: unknown } | undefined;
-  if (outcome?.kind === 'finished') {
-    if (typeof outcome.result !== 'object' || outcome.result === null) {
-      throw new LedgerError(LedgerErrorCode.invalidInput, 'a finished settle needs a result object');
-    }
-    return;
-  }
-  if (outcome?.kind === 'failed' && isSerializedError(outcome.error)) return;
-  throw new LedgerError(LedgerErrorCode.invalidInput, 'settle outcome must be {kind:"finished", result} or {kind:"failed", error:{class, code, message}}');
 }

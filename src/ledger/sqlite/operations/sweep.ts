@@ -8,26 +8,24 @@
  *   queued@n, due, work message unleased for redispatchAfterMs, and no unsent work
  *   message waiting in the outbox              -> a fresh work message for attempt n
  *
+ * Which edge an expired lease takes, and the error it records, are the rules every driver
+ * shares (shared/lease-rules.ts, shared/recorded-errors.ts).
+ *
  * Params: limit? (rows of each kind per pass, default 1000)
  * Result: what it did, by job.
  */
-import type { SerializedError } from '../../../core/errors.js';
 import type { SweepParams, SweepReport } from '../../ledger.js';
+import { expiryTransition } from '../../shared/lease-rules.js';
+import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { SqliteContext } from '../context.js';
-import type { JobRow } from '../rows.js';
-import { cancelledError, fail, requeue } from './end-attempt.js';
+import { type JobRow, toJob } from '../rows.js';
+import { fail, requeue } from './end-attempt.js';
 import { enqueueWork } from './outbox.js';
 
 const expiredLeases = `SELECT * FROM jobs WHERE state = 'running' AND lease_deadline <= ? ORDER BY lease_deadline LIMIT ?`;
 const dueRedispatches = `SELECT * FROM jobs WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
 const unsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
-
-const leaseExpiredError: SerializedError = {
-  class: 'transient',
-  code: 'lease_expired',
-  message: 'the worker stopped renewing its lease (crashed, stopped or cut off) before the attempt ended',
-};
 
 export function sweep(ctx: SqliteContext, params: SweepParams = {}): SweepReport {
   const limit = params.limit ?? 1000;
@@ -36,12 +34,16 @@ export function sweep(ctx: SqliteContext, params: SweepParams = {}): SweepReport
 
   for (const row of ctx.sql(expiredLeases).all(now, limit) as JobRow[]) {
     const exit = { row, expect: 'expired' as const };
-    if (row.cancel_requested === 1) {
-      if (fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(row.id);
-    } else if (row.attempt < row.max_attempts) {
-      if (requeue(ctx, exit, 'expired', leaseExpiredError)) report.requeued.push({ jobId: row.id, attempt: row.attempt + 1 });
-    } else if (fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) {
-      report.exhausted.push(row.id);
+    switch (expiryTransition(toJob(row))) {
+      case 'cancel_running':
+        if (fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(row.id);
+        break;
+      case 'expire':
+        if (requeue(ctx, exit, 'expired', leaseExpiredError)) report.requeued.push({ jobId: row.id, attempt: row.attempt + 1 });
+        break;
+      case 'exhaust':
+        if (fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(row.id);
+        break;
     }
   }
 

@@ -1,16 +1,19 @@
 /**
  * The reasoning every driver shares about leases, stated on the Ledger's Job type so that
- * no driver's row shape leaks in: why a (job, attempt, token) is not the live lease, why a
- * grant is refused, and which edge a settle takes. Driver-neutral: a candidate for
- * src/ledger/, where the SQLite driver could use it too (its copy works on its own rows).
+ * no driver's row shape leaks in (a driver converts its row with its toJob first): why a
+ * (job, attempt, token) is not the live lease, why a grant is refused, and which edge a
+ * settle or an expired lease takes. Each rule names the Job fields it reads.
  */
-import { GrantRefusal, LeaseLoss, type Job, type LeaseRef, type SettleOutcome, type SettleResult } from '../../ledger.js';
-import { isTerminal } from '../../states.js';
+import { GrantRefusal, LeaseLoss, type Job, type LeaseRef, type SettleOutcome, type SettleResult } from '../ledger.js';
+import { isTerminal } from '../states.js';
 
 export type SettleTransition = Extract<SettleResult, { accepted: true }>['transition'];
 
+/** What the lease rules read of a job. */
+export type LeaseView = Pick<Job, 'state' | 'attempt' | 'leaseToken' | 'leaseDeadline' | 'cancelRequested'>;
+
 /** Why `ref` is not the live lease of `job` at `now`, or undefined when it is. */
-export function leaseLoss(job: Job | undefined, ref: LeaseRef, now: number): LeaseLoss | undefined {
+export function leaseLoss(job: LeaseView | undefined, ref: LeaseRef, now: number): LeaseLoss | undefined {
   if (!job) return LeaseLoss.unknownJob;
   if (isTerminal(job.state)) return LeaseLoss.ended;
   if (job.state !== 'running' || job.attempt !== ref.attempt || job.leaseToken !== ref.token) return LeaseLoss.superseded;
@@ -19,12 +22,12 @@ export function leaseLoss(job: Job | undefined, ref: LeaseRef, now: number): Lea
 }
 
 /** As leaseLoss, and a requested cancellation also ends the lease for renewals, progress and fences. */
-export function fenceLoss(job: Job | undefined, ref: LeaseRef, now: number): LeaseLoss | undefined {
+export function fenceLoss(job: LeaseView | undefined, ref: LeaseRef, now: number): LeaseLoss | undefined {
   return leaseLoss(job, ref, now) ?? (job?.cancelRequested ? LeaseLoss.cancelled : undefined);
 }
 
 /** Why attempt `attempt` of `job` cannot be granted at `now`, or undefined when it can. */
-export function grantRefusal(job: Job | undefined, attempt: number, now: number): GrantRefusal | undefined {
+export function grantRefusal(job: Pick<Job, 'state' | 'attempt' | 'notBefore'> | undefined, attempt: number, now: number): GrantRefusal | undefined {
   if (!job) return GrantRefusal.unknownJob;
   if (isTerminal(job.state)) return GrantRefusal.ended;
   if (job.attempt !== attempt) return GrantRefusal.otherAttempt;
@@ -34,7 +37,7 @@ export function grantRefusal(job: Job | undefined, attempt: number, now: number)
 }
 
 /** The edge a settle of the running `job` takes for `outcome`. */
-export function settleTransition(job: Job, outcome: SettleOutcome): SettleTransition {
+export function settleTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>, outcome: SettleOutcome): SettleTransition {
   if (outcome.kind === 'finished') return 'finish';
   if (job.cancelRequested) return 'cancel_running';
   if (outcome.error.class === 'permanent') return 'fail_permanent';
@@ -42,7 +45,7 @@ export function settleTransition(job: Job, outcome: SettleOutcome): SettleTransi
 }
 
 /** The edge the sweeper takes for the running `job` whose lease ran out. */
-export function expiryTransition(job: Job): 'cancel_running' | 'expire' | 'exhaust' {
+export function expiryTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): 'cancel_running' | 'expire' | 'exhaust' {
   if (job.cancelRequested) return 'cancel_running';
   return job.attempt < job.maxAttempts ? 'expire' : 'exhaust';
 }

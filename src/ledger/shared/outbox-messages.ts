@@ -1,24 +1,14 @@
 /**
- * The bodies of outbox messages and the errors the ledger itself writes. Driver-neutral:
- * a candidate for src/ledger/ (the SQLite driver builds the same bodies in its outbox.ts).
+ * The bodies of outbox messages, built from the Ledger's Job for every driver: the work
+ * message of a job's current attempt and the one result-or-failure message of a terminal job.
  */
-import type { SerializedError } from '../../../core/errors.js';
-import type { Job, ResultMessage, WorkMessage } from '../../ledger.js';
-
-export { cancelledError } from '../../sqlite/operations/end-attempt.js';
-
-/** What the sweeper records when a lease ran out before its attempt ended. */
-export const leaseExpiredError: SerializedError = {
-  class: 'transient',
-  code: 'lease_expired',
-  message: 'the worker stopped renewing its lease (crashed, stopped or cut off) before the attempt ended',
-};
+import type { Job, ResultMessage, WorkMessage } from '../ledger.js';
 
 export function workMessage(job: Pick<Job, 'id' | 'attempt' | 'tenant' | 'type'>): WorkMessage {
   return { jobId: job.id, attempt: job.attempt, tenant: job.tenant, type: job.type };
 }
 
-/** The one result-or-failure message of a terminal job. */
+/** The one result-or-failure message of a terminal job; throws for a job not yet ended. */
 export function resultMessage(job: Job): ResultMessage {
   if (job.state !== 'finished' && job.state !== 'failed') {
     throw new Error(`planrun ledger: result message for job ${job.id} in state ${job.state}`);

@@ -1,0 +1,64 @@
+/**
+ * CI smoke check of the benchmark: the quick profile with tiny counts, every section,
+ * nothing written. It asserts only that each section produced a figure: CI machines are
+ * shared and busy, so the figures themselves are not judged here (docs/benchmarks.md
+ * holds a real run's).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { runBench } from './bench.js';
+import { quickProfile, sectionNames, type BenchProfile } from './options.js';
+import type { LeasesResult, QueuedSectionResult, ThroughputResult } from './results.js';
+
+const tiny: BenchProfile = {
+  ...quickProfile,
+  transportMessages: 500,
+  jobs: 100,
+  warmupJobs: 20,
+  latencySamples: 5,
+  workers: 1,
+  slots: 2,
+  submitChunk: 50,
+  heartbeatLeases: 200,
+  heartbeatWorkers: 4,
+  heartbeatIntervals: 1,
+  sweepLeases: 200,
+  queuedJobs: 500,
+  sectionTimeoutMs: 60_000,
+};
+
+const positive = (value: number | undefined, what: string) =>
+  assert.ok(value !== undefined && Number.isFinite(value) && value > 0, `${what} should be a positive figure, got ${value}`);
+
+describe('benchmark (smoke)', () => {
+  it('every section of the quick profile produces its figures', { timeout: 600_000 }, async () => {
+    const { run, table } = await runBench({ profile: tiny, command: 'bench-smoke.test' });
+    for (const name of sectionNames) {
+      const section = run.sections[name];
+      assert.ok(section, `section ${name} ran`);
+      assert.ok(!('error' in section), `section ${name} failed: ${'error' in section ? section.error : ''}`);
+    }
+    for (const name of ['transport', 'bullmq-memory', 'bullmq-fsync', 'planrun-embedded', 'planrun-rabbitmq'] as const) {
+      const result = run.sections[name] as ThroughputResult;
+      positive(result.perSecond, `${name} throughput`);
+      positive(result.latency.p50Ms, `${name} p50`);
+      positive(result.latency.p99Ms, `${name} p99`);
+      positive(result.workerRssMiB, `${name} worker RSS`);
+    }
+    for (const name of ['planrun-embedded', 'planrun-rabbitmq'] as const) {
+      const result = run.sections[name] as ThroughputResult;
+      positive(result.orchestratorRssMiB, `${name} orchestrator RSS`);
+      positive(result.transactionsPerJob, `${name} transactions per job`);
+      assert.ok(!result.notes.some((note) => note.includes('FAILED')), `${name}: ${result.notes.join('; ')}`);
+    }
+    const { heartbeat, sweep } = run.sections.leases as LeasesResult;
+    positive(heartbeat.transactionsPerInterval, 'heartbeat transactions');
+    positive(heartbeat.cpuMsPerInterval, 'heartbeat CPU');
+    positive(sweep.onePassMs, 'sweep pass');
+    positive(sweep.sweeperPasses, 'sweeper passes');
+    positive((run.sections.queued as QueuedSectionResult).queued.peakRssMiB, 'queued RSS');
+    for (const row of ['| 1 |', '| 2 |', '| 2f |', '| 3 |', '| 4 |', '| (3)/(2) |', '| (4)/(1) |', '| L1 |', '| L2 |', '| L3 |']) {
+      assert.ok(table.includes(row), `the table has row ${row}`);
+    }
+  });
+});

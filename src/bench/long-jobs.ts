@@ -1,0 +1,196 @@
+/**
+ * The long-job costs: what keeping many long jobs alive costs the orchestrator, apart
+ * from running them.
+ *
+ * - Heartbeats: `leases` running leases held by `workers` simulated workers; each
+ *   interval every worker sends one heartbeat naming all its leases. The requests go
+ *   through what the orchestrator does with a control message (JSON decode, protocol
+ *   validation, the control handler, the ledger, JSON encode), all of one interval
+ *   arriving together. Counted: ledger transactions (commits) and CPU per interval.
+ * - Sweep: `leases` leases whose deadline has passed (a manual clock moved past the TTL);
+ *   one ledger sweep pass big enough for all of them, and the orchestrator's own sweeper
+ *   at its default per-pass limit (passes needed, their summed time).
+ * - Queued: `queuedJobs` jobs submitted with no worker, so each stays queued with its work
+ *   message relayed into the embedded broker, which lives in the orchestrator's process:
+ *   the orchestrator's peak and settled RSS. Run in a fresh process.
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { EmbeddedBroker } from '../broker/embedded.js';
+import { ManualClock, systemClock, type Clock } from '../core/clock.js';
+import { silentLogger } from '../core/logger.js';
+import { decode, encode } from '../control/protocol.js';
+import type { Ledger, SubmitParams } from '../ledger/ledger.js';
+import { openSqliteLedger, sqliteLedgerStats } from '../ledger/sqlite/sqlite-ledger.js';
+import { ControlHandler } from '../orchestrator/control-handler.js';
+import { Fleet } from '../orchestrator/fleet.js';
+import { Orchestrator } from '../orchestrator/orchestrator.js';
+import { tempDir } from '../testing/temp-dir.js';
+import { Topology } from '../topology.js';
+import type { BenchProfile } from './options.js';
+import { cpuMs, hrNow, procStatusMiB, sleep, until } from './measure.js';
+import { noopJobType } from './noop-jobs.js';
+import type { HeartbeatResult, QueuedResult, SweepResult } from './results.js';
+
+const leaseTtlMs = 90_000;
+const job: SubmitParams = { tenant: 'bench', type: noopJobType, input: {} };
+
+interface HeldLease {
+  jobId: string;
+  attempt: number;
+  token: string;
+  tenant: string;
+}
+
+/** Submits `count` jobs and leases them round robin to `workers` workers; returns each worker's leases. */
+async function holdLeases(ledger: Ledger, count: number, workers: number, chunk: number): Promise<Map<string, HeldLease[]>> {
+  const byWorker = new Map<string, HeldLease[]>();
+  for (let w = 0; w < workers; w++) byWorker.set(`bench-worker-${w}`, []);
+  for (let sent = 0; sent < count; sent += chunk) {
+    const submitted = await ledger.submitMany(Array.from({ length: Math.min(chunk, count - sent) }, () => job));
+    // Grants of one chunk issued together, as a busy control queue would.
+    await Promise.all(
+      submitted.map(async ({ job: { id } }, i) => {
+        const worker = `bench-worker-${(sent + i) % workers}`;
+        const grant = await ledger.grantLease({ jobId: id, attempt: 1, worker });
+        if (!grant.granted) throw new Error(`benchmark: lease of ${id} refused (${grant.reason})`);
+        byWorker.get(worker)!.push({ jobId: id, attempt: 1, token: grant.token, tenant: 'bench' });
+      }),
+    );
+  }
+  return byWorker;
+}
+
+function transactions(ledger: Ledger): number {
+  const stats = sqliteLedgerStats(ledger);
+  if (!stats) throw new Error('benchmark: the ledger is not the SQLite one');
+  return stats.transactions;
+}
+
+export async function measureHeartbeats(profile: BenchProfile): Promise<HeartbeatResult> {
+  const dir = tempDir('planrun-bench-heartbeat-');
+  const ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db'), config: { leaseTtlMs } });
+  try {
+    const byWorker = await holdLeases(ledger, profile.heartbeatLeases, profile.heartbeatWorkers, profile.submitChunk);
+    const handler = new ControlHandler(ledger, new Fleet(systemClock, 60_000), { leaseTtlMs });
+    // What each worker sends, serialised once as it would be on the wire.
+    const requests = [...byWorker].map(([worker, leases]) =>
+      encode({ op: 'heartbeat', worker, jobTypes: [noopJobType], capabilities: [], slots: leases.length, leases }),
+    );
+    let txns = 0;
+    let cpu = 0;
+    let wall = 0;
+    for (let interval = 0; interval < profile.heartbeatIntervals; interval++) {
+      const txnsBefore = transactions(ledger);
+      const cpuBefore = cpuMs();
+      const t0 = hrNow();
+      const replies = await Promise.all(requests.map(async (body) => encode(await handler.handle(decode(body)))));
+      wall += hrNow() - t0;
+      cpu += cpuMs() - cpuBefore;
+      txns += transactions(ledger) - txnsBefore;
+      const renewed = replies.reduce((sum, reply) => sum + (decode(reply) as { renewed: unknown[] }).renewed.length, 0);
+      if (renewed !== profile.heartbeatLeases) throw new Error(`benchmark: ${renewed} of ${profile.heartbeatLeases} leases renewed`);
+    }
+    // The same interval with the heartbeats spread out (each answered before the next arrives).
+    const spreadBefore = transactions(ledger);
+    for (const body of requests) await handler.handle(decode(body));
+    const transactionsSpread = transactions(ledger) - spreadBefore;
+    const n = profile.heartbeatIntervals;
+    return {
+      transactionsPerIntervalSpread: transactionsSpread,
+      leases: profile.heartbeatLeases,
+      workers: profile.heartbeatWorkers,
+      intervals: n,
+      transactionsPerInterval: txns / n,
+      cpuMsPerInterval: cpu / n,
+      wallMsPerInterval: wall / n,
+    };
+  } finally {
+    await ledger.close();
+    dir.remove();
+  }
+}
+
+export async function measureSweep(profile: BenchProfile): Promise<SweepResult> {
+  const dir = tempDir('planrun-bench-sweep-');
+  const clock = new ManualClock(Date.now());
+  const open = (name: string) => openSqliteLedger({ path: join(dir.path, name), clock, config: { leaseTtlMs } });
+  const ledgers: Ledger[] = [];
+  try {
+    // One ledger sweep pass with room for every expired lease.
+    const ledger = await open('one-pass.db');
+    ledgers.push(ledger);
+    await holdLeases(ledger, profile.sweepLeases, profile.heartbeatWorkers, profile.submitChunk);
+    clock.advance(leaseTtlMs + 1);
+    let t0 = hrNow();
+    const report = await ledger.sweep({ limit: profile.sweepLeases });
+    const onePassMs = hrNow() - t0;
+    if (report.requeued.length !== profile.sweepLeases) throw new Error(`benchmark: the sweep requeued ${report.requeued.length} leases`);
+
+    // The orchestrator's sweeper as it runs every interval (its default limit), with what it does after each pass.
+    const second = await open('sweeper.db');
+    ledgers.push(second);
+    await holdLeases(second, profile.sweepLeases, profile.heartbeatWorkers, profile.submitChunk);
+    clock.advance(leaseTtlMs + 1);
+    const orchestrator = new Orchestrator({
+      ledger: second,
+      broker: new EmbeddedBroker({ clock }).connect(),
+      topology: new Topology(`bench${randomBytes(4).toString('hex')}`),
+      logger: silentLogger(),
+      leaseTtlMs,
+      clock,
+    });
+    let passes = 0;
+    let expired = 0;
+    let limit = 0;
+    t0 = hrNow();
+    for (;;) {
+      const pass = await orchestrator.sweeper.runOnce();
+      const n = pass.requeued.length + pass.exhausted.length + pass.cancelled.length;
+      if (n === 0) break;
+      passes++;
+      expired += n;
+      limit = Math.max(limit, n);
+    }
+    const sweeperTotalMs = hrNow() - t0;
+    if (expired !== profile.sweepLeases) throw new Error(`benchmark: the sweeper expired ${expired} leases`);
+    return { leases: profile.sweepLeases, onePassMs, sweeperPasses: passes, sweeperTotalMs, sweeperLimit: limit };
+  } finally {
+    for (const ledger of ledgers) await ledger.close();
+    dir.remove();
+  }
+}
+
+export async function measureQueued(profile: BenchProfile): Promise<QueuedResult> {
+  const dir = tempDir('planrun-bench-queued-');
+  const clock: Clock = systemClock;
+  const ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db'), clock });
+  const core = new EmbeddedBroker();
+  const topology = new Topology(`bench${randomBytes(4).toString('hex')}`);
+  const orchestrator = new Orchestrator({ ledger, broker: core.connect(), topology, logger: silentLogger(), leaseTtlMs: 90_000 });
+  try {
+    await orchestrator.start();
+    const t0 = hrNow();
+    for (let sent = 0; sent < profile.queuedJobs; sent += profile.submitChunk) {
+      await orchestrator.submitMany(Array.from({ length: Math.min(profile.submitChunk, profile.queuedJobs - sent) }, () => job));
+    }
+    const submitSeconds = (hrNow() - t0) / 1000;
+    let unsent = -1;
+    const poll = async () => (unsent = (await ledger.outboxStats()).unsent);
+    await poll();
+    await until('the relay to publish every work message', () => (void poll(), unsent === 0), profile.sectionTimeoutMs, 50);
+    await sleep(500);
+    global.gc?.();
+    return {
+      jobs: profile.queuedJobs,
+      peakRssMiB: procStatusMiB('self', 'VmHWM') ?? Number.NaN,
+      settledRssMiB: procStatusMiB('self', 'VmRSS') ?? Number.NaN,
+      submitSeconds,
+    };
+  } finally {
+    await orchestrator.stop();
+    await core.close();
+    await ledger.close();
+    dir.remove();
+  }
+}

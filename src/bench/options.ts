@@ -1,0 +1,91 @@
+/**
+ * What one benchmark run measures, and how much: the full profile (what
+ * docs/benchmarks.md shows), the quick one (`--quick`, a minute or two), and any counts
+ * overridden on top (the CI smoke test shrinks them to seconds).
+ */
+export interface BenchProfile {
+  name: 'full' | 'quick';
+  /** Section (1): messages published and consumed through raw amqplib. */
+  transportMessages: number;
+  /** Section (1): prefetch of the raw consumer (the limit gets the broker's best settings). */
+  transportPrefetch: number;
+  /** Sections (2)-(4): no-op jobs submitted in bulk. */
+  jobs: number;
+  /** Jobs run before measuring, so every system is measured warm. */
+  warmupJobs: number;
+  /** Sections (2)-(4): jobs submitted one at a time for the low-load latency. */
+  latencySamples: number;
+  /** Worker processes, each with `slots` job slots (BullMQ: `slots` concurrency). */
+  workers: number;
+  slots: number;
+  /** Jobs per submitMany / addBulk call. */
+  submitChunk: number;
+  /** Long-job costs: concurrent leases renewed by simulated workers. */
+  heartbeatLeases: number;
+  heartbeatWorkers: number;
+  heartbeatIntervals: number;
+  /** Long-job costs: leases expired in one sweeper pass. */
+  sweepLeases: number;
+  /** Long-job costs: jobs left queued with no worker, to measure the orchestrator's memory. */
+  queuedJobs: number;
+  /** Gives up on any one section after this long. */
+  sectionTimeoutMs: number;
+}
+
+export const fullProfile: BenchProfile = {
+  name: 'full',
+  transportMessages: 50_000,
+  transportPrefetch: 500,
+  jobs: 20_000,
+  warmupJobs: 1_000,
+  latencySamples: 200,
+  workers: 2,
+  slots: 16,
+  submitChunk: 1_000,
+  heartbeatLeases: 10_000,
+  heartbeatWorkers: 10,
+  heartbeatIntervals: 5,
+  sweepLeases: 10_000,
+  queuedJobs: 100_000,
+  sectionTimeoutMs: 600_000,
+};
+
+export const quickProfile: BenchProfile = {
+  ...fullProfile,
+  name: 'quick',
+  transportMessages: 10_000,
+  jobs: 3_000,
+  warmupJobs: 300,
+  latencySamples: 40,
+  workers: 2,
+  slots: 8,
+  heartbeatLeases: 10_000,
+  heartbeatIntervals: 3,
+  sweepLeases: 10_000,
+  queuedJobs: 20_000,
+  sectionTimeoutMs: 300_000,
+};
+
+export interface BenchEnvironment {
+  amqpUrl: string;
+  redisHost: string;
+  redisPort: number;
+}
+
+export const defaultEnvironment: BenchEnvironment = {
+  amqpUrl: process.env.PLANRUN_BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  redisHost: process.env.PLANRUN_BENCH_REDIS_HOST ?? '127.0.0.1',
+  redisPort: Number(process.env.PLANRUN_BENCH_REDIS_PORT ?? 6379),
+};
+
+/** The sections of one run, in the order they run and appear in the table. */
+export const sectionNames = ['transport', 'bullmq-memory', 'bullmq-fsync', 'planrun-embedded', 'planrun-rabbitmq', 'leases', 'queued'] as const;
+export type SectionName = (typeof sectionNames)[number];
+
+export interface SectionRequest {
+  section: SectionName;
+  profile: BenchProfile;
+  env: BenchEnvironment;
+  /** Set to make every process of the section write a V8 CPU profile into this folder. */
+  cpuProfileDir?: string;
+}

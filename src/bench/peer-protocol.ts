@@ -1,0 +1,43 @@
+/** What the benchmark's worker and consumer processes tell their driver, over the IPC channel. */
+export type PeerMessage =
+  /** Connected and consuming. */
+  | { kind: 'ready' }
+  /** Jobs (messages) done so far, and when the latest one was done. */
+  | { kind: 'progress'; done: number; lastAt: number }
+  /** A job marked for latency started (its id and when). */
+  | { kind: 'started'; id: string; at: number }
+  | { kind: 'failed'; message: string };
+
+export type PeerCommand = { kind: 'stop' };
+
+export interface AmqpConsumerConfig {
+  mode: 'amqp-consumer';
+  url: string;
+  queue: string;
+  prefetch: number;
+}
+
+export interface BullmqWorkerConfig {
+  mode: 'bullmq-worker';
+  host: string;
+  port: number;
+  queue: string;
+  prefix: string;
+  concurrency: number;
+}
+
+export interface PlanrunWorkerConfig {
+  mode: 'planrun-worker';
+  /** RabbitMQ URL, or else the embedded broker's socket. */
+  amqpUrl?: string;
+  socketPath?: string;
+  prefix: string;
+  slots: number;
+  scratchDir: string;
+  outputDir: string;
+}
+
+export type PeerConfig = AmqpConsumerConfig | BullmqWorkerConfig | PlanrunWorkerConfig;
+
+/** Header (amqplib) or data field (BullMQ) marking a message whose start the driver times. */
+export const latencyMark = 'bench-latency';

@@ -1,0 +1,91 @@
+import type { LatencySummary } from './measure.js';
+
+/** What one throughput section measured: sections (1) to (4). */
+export interface ThroughputResult {
+  /** Jobs (or, for the transport, messages) that went all the way through. */
+  count: number;
+  seconds: number;
+  perSecond: number;
+  /** Submit (or publish) to start (or delivery), one at a time at low load. */
+  latency: LatencySummary;
+  /** Peak RSS of the planrun orchestrator process (which also runs the benchmark's submitter). */
+  orchestratorRssMiB?: number;
+  /** Peak RSS of the broker or Redis during the section. */
+  serverRssMiB?: number;
+  /** What `serverRssMiB` is of. */
+  server?: string;
+  /** Highest peak RSS among the worker (consumer) processes. */
+  workerRssMiB?: number;
+  /** Highest peak RSS among planrun's job processes (one per slot). */
+  jobProcessRssMiB?: number;
+  /** planrun: orchestrator-process CPU per job in the throughput phase (less noisy than jobs/s on a busy machine). */
+  orchestratorCpuMsPerJob?: number;
+  /** CPU of the broker or Redis process per job (message) in the throughput phase (the shared servers may serve others too). */
+  serverCpuMsPerJob?: number;
+  /** CPU of the worker processes (and planrun's job processes) per job in the throughput phase. */
+  workerCpuMsPerJob?: number;
+  /** planrun: the part of workerCpuMsPerJob spent in the job processes. */
+  jobProcessCpuMsPerJob?: number;
+  /** planrun: ledger transactions (commits, each an fsync) per job in the throughput phase. */
+  transactionsPerJob?: number;
+  /** 1-minute load average when the section started and ended. */
+  load: [number, number];
+  notes: string[];
+}
+
+export interface HeartbeatResult {
+  leases: number;
+  workers: number;
+  intervals: number;
+  /** Ledger transactions (commits) per heartbeat interval, on average, the heartbeats arriving together. */
+  transactionsPerInterval: number;
+  /** The same with the heartbeats spread over the interval (each answered before the next arrives). */
+  transactionsPerIntervalSpread: number;
+  /** Orchestrator CPU (decode, validate, ledger, encode) per interval, on average. */
+  cpuMsPerInterval: number;
+  /** Wall time to answer every heartbeat of one interval, on average. */
+  wallMsPerInterval: number;
+}
+
+export interface SweepResult {
+  leases: number;
+  /** One ledger sweep pass with a limit that covers every expired lease. */
+  onePassMs: number;
+  /** The orchestrator's sweeper at its default per-pass limit: passes needed, and their summed time. */
+  sweeperPasses: number;
+  sweeperTotalMs: number;
+  sweeperLimit: number;
+}
+
+export interface QueuedResult {
+  jobs: number;
+  /** Peak RSS of the orchestrator process (embedded broker included) while they were submitted and relayed. */
+  peakRssMiB: number;
+  /** RSS once every work message was relayed and the process was idle. */
+  settledRssMiB: number;
+  submitSeconds: number;
+}
+
+/** The leases section: heartbeats and sweep, in one process. */
+export interface LeasesResult {
+  heartbeat: HeartbeatResult;
+  sweep: SweepResult;
+  load: [number, number];
+}
+
+export interface QueuedSectionResult {
+  queued: QueuedResult;
+  load: [number, number];
+}
+
+export type SectionResult = ThroughputResult | LeasesResult | QueuedSectionResult;
+
+/** Everything one run measured, by section (a section that failed holds its error). */
+export interface BenchRun {
+  profile: string;
+  startedAt: string;
+  command: string;
+  /** The machine's 1, 5 and 15-minute load averages when the run started. */
+  loadAtStart: number[];
+  sections: Partial<Record<string, SectionResult | { error: string }>>;
+}

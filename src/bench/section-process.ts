@@ -1,0 +1,45 @@
+/**
+ * Runs one benchmark section in a process of its own (so its peak RSS is its own, and no
+ * section warms or pollutes the next), and sends the result to the parent over IPC.
+ */
+import { runBullmq } from './bullmq.js';
+import { measureHeartbeats, measureQueued, measureSweep } from './long-jobs.js';
+import { load1 } from './measure.js';
+import type { SectionRequest } from './options.js';
+import { runPlanrun } from './planrun-e2e.js';
+import type { SectionResult } from './results.js';
+import { runTransport } from './transport.js';
+
+async function run(request: SectionRequest): Promise<SectionResult> {
+  const { profile, env, cpuProfileDir } = request;
+  switch (request.section) {
+    case 'transport':
+      return runTransport(profile, env, cpuProfileDir);
+    case 'bullmq-memory':
+      return runBullmq(profile, env, 'memory', cpuProfileDir);
+    case 'bullmq-fsync':
+      return runBullmq(profile, env, 'fsync', cpuProfileDir);
+    case 'planrun-embedded':
+      return runPlanrun(profile, env, 'embedded', cpuProfileDir);
+    case 'planrun-rabbitmq':
+      return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir);
+    case 'leases': {
+      const start = load1();
+      const heartbeat = await measureHeartbeats(profile);
+      const sweep = await measureSweep(profile);
+      return { heartbeat, sweep, load: [start, load1()] };
+    }
+    case 'queued': {
+      const start = load1();
+      const queued = await measureQueued(profile);
+      return { queued, load: [start, load1()] };
+    }
+  }
+}
+
+const request = JSON.parse(process.argv[2] ?? '{}') as SectionRequest;
+run(request).then(
+  (result) => process.send!({ ok: true, result }, undefined, undefined, () => process.exit(0)),
+  (error: unknown) =>
+    process.send!({ ok: false, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }, undefined, undefined, () => process.exit(1)),
+);

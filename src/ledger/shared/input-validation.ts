@@ -1,0 +1,137 @@
+/**
+ * Checks of what callers hand the ledger, for every driver (nothing here knows of SQL or
+ * of a driver's rows). Each refusal is a LedgerError invalid_input naming the field.
+ *
+ * NUL characters: PostgreSQL cannot keep U+0000 in a text column, so no driver keeps one.
+ *   - in a name a caller chose (tenant, type, idempotency key, worker id, an error's code,
+ *     a listing's tenant or type filter): refused, invalid_input naming the field;
+ *   - in free text that job code wrote (an error's message, a progress message): each NUL
+ *     is replaced by U+FFFD, so that a settle never fails for what a job printed.
+ * JSON values (input, requires, result, whole errors in the history) are kept as JSON text,
+ * where a NUL is the escape `\u0000`, and round-trip unchanged.
+ */
+import { isSerializedError, type SerializedError } from '../../core/errors.js';
+import { LedgerError, LedgerErrorCode } from '../errors.js';
+import type { LedgerConfig, ListJobsParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
+import { JobState } from '../states.js';
+
+const NUL = '\u0000';
+/** What a NUL in free text becomes: the Unicode replacement character. */
+export const NUL_REPLACEMENT = '\uFFFD';
+
+function invalid(message: string): LedgerError {
+  return new LedgerError(LedgerErrorCode.invalidInput, message);
+}
+
+/** Refuses a NUL in a name; anything but a string is left to the caller's other checks. */
+function refuseNul(field: string, value: unknown): void {
+  if (typeof value === 'string' && value.includes(NUL)) throw invalid(`${field} must not contain a NUL character`);
+}
+
+/** Free text as the ledger keeps it: every NUL replaced by U+FFFD. */
+export function recordableText(text: string): string {
+  return text.includes(NUL) ? text.replaceAll(NUL, NUL_REPLACEMENT) : text;
+}
+
+/**
+ * An error as the ledger keeps it (a settle's or a reject's): its code must hold no NUL,
+ * NULs in its message are replaced. Returned unchanged (the same object) when it had none.
+ */
+export function recordableError(error: SerializedError): SerializedError {
+  refuseNul('error code', error.code);
+  if (typeof error.message !== 'string' || !error.message.includes(NUL)) return error;
+  return { ...error, message: recordableText(error.message) };
+}
+
+/** A submission checked and normalised: input and requires as JSON text, requires sorted and unique. */
+export interface ValidSubmission {
+  tenant: string;
+  type: string;
+  input: string;
+  requires: string;
+  idempotencyKey: string | null;
+  maxAttempts: number;
+}
+
+export function validateSubmission(params: SubmitParams, defaultMaxAttempts: number): ValidSubmission {
+  if (typeof params !== 'object' || params === null) throw invalid('submission must be an object');
+  const { tenant, type, requires = [], idempotencyKey, maxAttempts = defaultMaxAttempts } = params;
+  if (typeof tenant !== 'string' || tenant.length === 0) throw invalid('tenant must be a non-empty string');
+  refuseNul('tenant', tenant);
+  if (typeof type !== 'string' || type.length === 0) throw invalid('type must be a non-empty string');
+  refuseNul('type', type);
+  if (!Array.isArray(requires) || !requires.every((r) => typeof r === 'string' && r.length > 0)) {
+    throw invalid('requires must be a list of non-empty strings');
+  }
+  if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || idempotencyKey.length === 0)) {
+    throw invalid('idempotencyKey must be a non-empty string when given');
+  }
+  refuseNul('idempotencyKey', idempotencyKey);
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw invalid('maxAttempts must be an integer of at least 1');
+  let input: string | undefined;
+  try {
+    input = JSON.stringify(params.input ?? null);
+  } catch (error) {
+    throw invalid(`input must be JSON-serialisable: ${(error as Error).message}`);
+  }
+  if (input === undefined) throw invalid('input must be JSON-serialisable');
+  return {
+    tenant,
+    type,
+    input,
+    requires: JSON.stringify([...new Set(requires)].sort()),
+    idempotencyKey: idempotencyKey ?? null,
+    maxAttempts,
+  };
+}
+
+/** The id a worker asks for a lease under (kept as the lease holder and in the history). */
+export function validateWorkerId(worker: unknown): void {
+  refuseNul('worker', worker);
+}
+
+/** The outcome a settle records: checked, and a failure's error made recordable (see above). */
+export function validateSettleOutcome(params: SettleParams): SettleOutcome {
+  const outcome = params.outcome as { kind?: unknown; result?: unknown; error?: unknown } | undefined;
+  if (outcome?.kind === 'finished') {
+    if (typeof outcome.result !== 'object' || outcome.result === null) throw invalid('a finished settle needs a result object');
+    return params.outcome;
+  }
+  if (outcome?.kind === 'failed' && isSerializedError(outcome.error)) {
+    const error = recordableError(outcome.error);
+    return error === outcome.error ? params.outcome : { kind: 'failed', error };
+  }
+  throw invalid('settle outcome must be {kind:"finished", result} or {kind:"failed", error:{class, code, message}}');
+}
+
+export function validateProgressFraction(fraction: unknown): void {
+  if (typeof fraction !== 'number' || !(fraction >= 0 && fraction <= 1)) {
+    throw invalid(`progress fraction must be a number from 0 to 1, got ${String(fraction)}`);
+  }
+}
+
+/** The progress message to keep: null when none, NULs replaced (job code wrote it). */
+export function recordableProgressMessage(message: string | undefined): string | null {
+  return typeof message === 'string' ? recordableText(message) : (message ?? null);
+}
+
+export function validateConfig(config: LedgerConfig): LedgerConfig {
+  for (const [name, value] of Object.entries(config)) {
+    if (!Number.isInteger(value) || value < (name === 'defaultMaxAttempts' ? 1 : 0)) {
+      throw invalid(`ledger config ${name} must be a non-negative integer, got ${value}`);
+    }
+  }
+  return config;
+}
+
+/** The page size of a listing (default 50, at most 1000); throws on a bad size, state or filter. */
+export function validateListParams(params: ListJobsParams): number {
+  const limit = params.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalid('limit must be an integer from 1 to 1000');
+  if (params.state !== undefined && !Object.values(JobState).includes(params.state)) {
+    throw invalid(`state must be one of ${Object.values(JobState).join(', ')}`);
+  }
+  refuseNul('tenant', params.tenant);
+  refuseNul('type', params.type);
+  return limit;
+}
