@@ -25,6 +25,8 @@ export interface BenchOptions {
   writeTo?: string;
   /** How the run was started, for the page. */
   command: string;
+  /** A remark for the page. */
+  note?: string;
   cpuProfileDir?: string;
   /** Told about each section as it starts and ends. */
   log?: (line: string) => void;
@@ -38,6 +40,7 @@ export async function runBench(options: BenchOptions): Promise<{ run: BenchRun; 
     startedAt: new Date().toISOString(),
     command: options.command,
     loadAtStart: loadavg().map((l) => Math.round(l * 100) / 100),
+    ...(options.note === undefined ? {} : { note: options.note }),
     sections: {},
   };
   for (const section of sectionNames) {

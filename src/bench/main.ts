@@ -1,12 +1,13 @@
 /**
- * `npm run bench [-- --quick] [--only a,b] [--set key=value ...] [--out FILE | --no-write] [--cpu-prof DIR] [--save-run FILE]`
- * `npm run bench -- --render FILE [--out FILE]`
+ * `npm run bench [-- --quick] [--only a,b] [--set key=value ...] [--out FILE | --no-write] [--cpu-prof DIR] [--save-run FILE] [--note TEXT]`
+ * `npm run bench -- --render FILE [--out FILE] [--note TEXT]`
  *
  * Runs the benchmark (bench.ts) and prints its table; writes docs/benchmarks.md unless
  * `--no-write` (or `--out` names another file). `--set` overrides one count of the
  * profile (e.g. `--set jobs=5000`); a run with overrides is not written by default.
  * `--save-run` keeps the run's raw results as JSON; `--render` turns such a file back
- * into the table and the page without measuring anything again.
+ * into the table and the page without measuring anything again. `--note TEXT` adds a
+ * remark to the page (e.g. other work seen on the machine during the run).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -35,6 +36,7 @@ function parse(argv: string[]) {
   let cpuProfileDir: string | undefined;
   let saveRun: string | undefined;
   let render: string | undefined;
+  let note: string | undefined;
   const overrides: Record<string, number> = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -61,18 +63,27 @@ function parse(argv: string[]) {
     } else if (arg === '--cpu-prof') cpuProfileDir = resolve(value());
     else if (arg === '--save-run') saveRun = resolve(value());
     else if (arg === '--render') render = resolve(value());
+    else if (arg === '--note') note = value();
     else throw new Error(`unknown argument ${arg}`);
   }
   // A partial or resized run must not replace the page of a real one unless asked to.
   if (!outGiven && (overridden || only)) out = undefined;
-  return { profile: { ...profile, ...overrides } as BenchProfile, only, out, cpuProfileDir, saveRun, render };
+  return { profile: { ...profile, ...overrides } as BenchProfile, only, out, cpuProfileDir, saveRun, render, note };
+}
+
+/** How the run was asked for, as the page shows it: without where its outputs went, which measure nothing. */
+function commandLine(args: string[]): string {
+  const hidden = ['--save-run', '--out', '--note'];
+  const shown = args.filter((arg, i) => !hidden.includes(arg) && !hidden.includes(args[i - 1] ?? ''));
+  return ['npm run bench', ...(shown.length > 0 ? ['--', ...shown] : [])].join(' ');
 }
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
-  const { profile, only, out, cpuProfileDir, saveRun, render } = parse(args);
+  const { profile, only, out, cpuProfileDir, saveRun, render, note } = parse(args);
   if (render) {
     const saved = JSON.parse(readFileSync(render, 'utf8')) as { run: BenchRun; profile: BenchProfile };
+    if (note !== undefined) saved.run.note = note;
     process.stdout.write(`${await writeReport(saved.run, saved.profile, defaultEnvironment, out)}\n`);
     if (out) process.stderr.write(`[bench] written to ${out}\n`);
     return;
@@ -82,7 +93,8 @@ async function main(): Promise<void> {
     ...(only ? { only } : {}),
     ...(out ? { writeTo: out } : {}),
     ...(cpuProfileDir ? { cpuProfileDir } : {}),
-    command: ['npm run bench', ...(args.length > 0 ? ['--', ...args] : [])].join(' '),
+    command: commandLine(args),
+    ...(note === undefined ? {} : { note }),
     log: (line) => process.stderr.write(`${line}\n`),
   });
   process.stdout.write(`${table}\n`);

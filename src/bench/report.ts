@@ -128,7 +128,7 @@ column gives the 1-minute load when each section started and ended; it counts th
 benchmark's own processes too: a planrun section alone (orchestrator, 2 workers, their
 job processes, and the fsync waits that Linux counts as load) drives it to 5–9 on this
 machine, so a rise during (3) and (4) and the long-job rows after them is mostly the
-benchmark itself.
+benchmark itself.${run.note ? `\n\nNote on this run: ${run.note}` : ''}
 
 Each section runs in a fresh process of its own (its peak RSS is its own), in this order:
 ${rows.map((r) => `(${r.id})`).join(', ')}, then the long-job costs. Counts: ${int(profile.jobs)} jobs per system after

@@ -87,5 +87,7 @@ export interface BenchRun {
   command: string;
   /** The machine's 1, 5 and 15-minute load averages when the run started. */
   loadAtStart: number[];
+  /** What the person who ran it saw and wants the page to say (`--note`), e.g. other work on the machine. */
+  note?: string;
   sections: Partial<Record<string, SectionResult | { error: string }>>;
 }
