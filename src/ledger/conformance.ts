@@ -25,7 +25,6 @@ import {
   assertResultBody,
   drainOutbox,
   errors,
-  expectAccepted,
   expectGranted,
   expectGrantRefused,
   expectLedgerError,

@@ -5,7 +5,7 @@ import { decode, encode, type ControlAnswer } from '../control/protocol.js';
 import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
-import { Fleet } from './fleet.js';
+import { Fleet, type FleetMember } from './fleet.js';
 import { JobEvents } from './job-events.js';
 import { OrchestratorMetrics } from './metrics.js';
 import { missingCapability, type DeclaredFleet } from './routing.js';
@@ -103,9 +103,12 @@ export class Orchestrator {
 
   async submitMany(params: SubmitParams[]): Promise<SubmitResult[]> {
     const results = await this.options.ledger.submitMany(params);
+    // One look at the fleet serves the whole batch.
+    const fleet = this.fleet.list();
+    const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
     const routed: SubmitResult[] = [];
     for (const result of results) {
-      routed.push(result.created ? { created: true, job: await this.route(result.job) } : result);
+      routed.push(result.created ? { created: true, job: await this.route(result.job, fleet, declared) } : result);
       if (result.created) {
         this.metrics.jobSubmitted(result.job);
         this.events.emit({ jobId: result.job.id, kind: 'state' });
@@ -115,8 +118,8 @@ export class Orchestrator {
     return routed;
   }
 
-  private async route(job: Job): Promise<Job> {
-    const missing = missingCapability(job, this.fleet.list(), this.options.declaredFleet ?? { jobTypes: [], capabilities: [] });
+  private async route(job: Job, fleet: readonly FleetMember[], declared: DeclaredFleet): Promise<Job> {
+    const missing = missingCapability(job, fleet, declared);
     if (!missing) return job;
     const rejected = await this.options.ledger.reject({ jobId: job.id, error: { class: 'permanent', code: 'unroutable', message: missing } });
     return rejected.rejected ? rejected.job : job;
