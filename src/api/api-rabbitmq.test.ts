@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
 import { rabbitMqUrl } from '../testing/services.js';
-import { TcpProxy } from '../testing/tcp-proxy.js';
+import { FaultProxy } from '../testing/fault-proxy.js';
 import { waitFor } from '../testing/wait.js';
 import { apiBehaviour } from './api-behaviour.js';
 import { call, startApi } from './fixture.js';
@@ -13,7 +13,7 @@ apiBehaviour('RabbitMQ', rabbitMqConnections);
 describe('readiness on RabbitMQ', () => {
   it('GET /readyz answers 503 naming the broker while its connection is cut, and 200 once it is back', async () => {
     const rabbit = new URL(rabbitMqUrl);
-    const proxy = await TcpProxy.start({ host: rabbit.hostname, port: Number(rabbit.port || 5672) });
+    const proxy = await FaultProxy.start({ host: rabbit.hostname, port: Number(rabbit.port || 5672) });
     const broker = await RabbitMqBroker.connect({
       url: `amqp://${rabbit.username}:${rabbit.password}@127.0.0.1:${proxy.port}`,
       heartbeatSeconds: 1,

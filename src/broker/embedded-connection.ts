@@ -45,36 +45,43 @@ export class EmbeddedConnection implements Broker {
   async declareQueue(name: string): Promise<void> {
     this.ensureOpen();
     this.core.declareQueue(name);
+    await this.core.durable();
   }
 
   async declareTopicExchange(name: string): Promise<void> {
     this.ensureOpen();
     this.core.declareTopicExchange(name);
+    await this.core.durable();
   }
 
   async bindQueue(queue: string, exchange: string, pattern: string): Promise<void> {
     this.ensureOpen();
     this.core.bindQueue(queue, exchange, pattern);
+    await this.core.durable();
   }
 
   async deleteQueue(name: string): Promise<void> {
     this.ensureOpen();
     this.core.deleteQueue(name);
+    await this.core.durable();
   }
 
   async deleteExchange(name: string): Promise<void> {
     this.ensureOpen();
     this.core.deleteExchange(name);
+    await this.core.durable();
   }
 
   async sendToQueue(queue: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
     this.ensureOpen();
     this.core.sendToQueue(queue, outgoing(body, options));
+    await this.core.durable();
   }
 
   async publish(exchange: string, routingKey: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
     this.ensureOpen();
     this.core.publish(exchange, routingKey, outgoing(body, options));
+    await this.core.durable();
   }
 
   async consume(queue: string, handler: DeliveryHandler, options: ConsumeOptions): Promise<Subscription> {

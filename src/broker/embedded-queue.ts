@@ -13,6 +13,8 @@ export interface StoredMessage {
   /** Clock time from which the message is dropped instead of delivered. */
   readonly expiresAt: number | undefined;
   redelivered: boolean;
+  /** Kept in the broker's store until it leaves the queue for good. */
+  durable: boolean;
 }
 
 export interface QueueConsumer {
@@ -38,6 +40,8 @@ export class EmbeddedQueue {
   constructor(
     readonly name: string,
     private readonly clock: Clock,
+    /** Told when a message leaves the queue for good: acked, dropped, or expired. */
+    private readonly onGone: (message: StoredMessage) => void = () => undefined,
   ) {}
 
   enqueue(message: StoredMessage): void {
@@ -51,6 +55,11 @@ export class EmbeddedQueue {
     const later = this.ready.findIndex((waiting) => waiting.seq > message.seq);
     this.ready.splice(later === -1 ? this.ready.length : later, 0, message);
     this.wake();
+  }
+
+  /** The consumer acked the message, or nacked it without requeue. */
+  discard(message: StoredMessage): void {
+    if (!this.isDeleted) this.onGone(message);
   }
 
   addConsumer(consumer: QueueConsumer): void {
@@ -90,7 +99,10 @@ export class EmbeddedQueue {
       if (!consumer) return;
       const message = this.ready.shift()!;
       // Like RabbitMQ, an expired message is dropped when it would be delivered.
-      if (message.expiresAt !== undefined && message.expiresAt <= this.clock.now()) continue;
+      if (message.expiresAt !== undefined && message.expiresAt <= this.clock.now()) {
+        this.onGone(message);
+        continue;
+      }
       consumer.take(message, this);
     }
   }

@@ -93,6 +93,7 @@ export class EmbeddedSubscription implements Subscription, QueueConsumer {
     this.held.delete(tag);
     clearTimeout(held.consumerTimer);
     if (settlement.kind === 'nack' && settlement.requeue) held.from.requeue(held.message);
+    else held.from.discard(held.message);
     this.host.wake(this.queue);
   }
 

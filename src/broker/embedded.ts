@@ -2,6 +2,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { BrokerError, type Broker, type HeaderValue } from './broker.js';
 import { EmbeddedConnection } from './embedded-connection.js';
 import { EmbeddedQueue, type QueueConsumer, type StoredMessage } from './embedded-queue.js';
+import type { EmbeddedBrokerStore } from './embedded-store.js';
 import { requireTtl } from './options.js';
 import { topicMatches } from './topic.js';
 
@@ -13,6 +14,12 @@ export interface EmbeddedBrokerOptions {
   consumerTimeoutMs?: number;
   /** Decides when per-message expirations have passed. */
   clock?: Clock;
+  /**
+   * Where queues, exchanges, bindings and queued messages are kept, so that they survive
+   * a restart (even a SIGKILL) as RabbitMQ's durable ones do. The broker starts from what
+   * it holds and closes it. Without one, everything lives in memory only.
+   */
+  store?: EmbeddedBrokerStore;
 }
 
 /** A message on its way into the broker, before a queue stamps it. */
@@ -35,9 +42,10 @@ const replyAddressPrefix = 'amq.rabbitmq.reply-to.';
 
 /**
  * The in-process broker: queues, topic exchanges and reply addresses, shared by every
- * connection opened with `connect()`. It holds state in memory only: the ledger is the
- * record, so a lost message only delays a job. Everything the connections do goes
- * through the methods below, so a cross-process transport can drive them the same way.
+ * connection opened with `connect()`. With a store, what a queue holds survives a
+ * restart and a publish is confirmed once stored (`durable()`); without one, state lives
+ * in memory only. Everything the connections do goes through the methods below, so a
+ * cross-process transport can drive them the same way.
  */
 export class EmbeddedBroker {
   readonly clock: Clock;
@@ -48,6 +56,7 @@ export class EmbeddedBroker {
   private readonly orphans = new Map<string, Set<QueueConsumer>>();
   private readonly replyAddresses = new Map<string, (reply: StoredMessage) => void>();
   private readonly connections = new Set<EmbeddedConnection>();
+  private readonly store: EmbeddedBrokerStore | undefined;
   private nextSeq = 1;
   private nextReplyAddress = 1;
   private closed = false;
@@ -56,6 +65,13 @@ export class EmbeddedBroker {
     this.clock = options.clock ?? systemClock;
     this.consumerTimeoutMs =
       options.consumerTimeoutMs === undefined ? undefined : requireTtl('consumerTimeoutMs', options.consumerTimeoutMs);
+    this.store = options.store;
+    if (this.store) this.restore(this.store);
+  }
+
+  /** Resolves once every change made so far is stored (at once without a store). */
+  durable(): Promise<void> {
+    return this.store?.durable() ?? Promise.resolve();
   }
 
   /** Opens a connection: a Broker whose subscriptions and pending requests end with it. */
@@ -72,6 +88,7 @@ export class EmbeddedBroker {
     this.closed = true;
     await Promise.all([...this.connections].map((connection) => connection.close()));
     for (const queue of this.queues.values()) queue.stop();
+    this.store?.close();
   }
 
   hasQueue(name: string): boolean {
@@ -83,26 +100,29 @@ export class EmbeddedBroker {
       throw new BrokerError('refused', `queue names starting with ${replyAddressPrefix} are reserved`);
     }
     if (this.queues.has(name)) return;
-    const queue = new EmbeddedQueue(name, this.clock);
-    this.queues.set(name, queue);
-    for (const consumer of this.orphans.get(name) ?? []) queue.addConsumer(consumer);
-    this.orphans.delete(name);
+    this.store?.declareQueue(name);
+    this.createQueue(name);
   }
 
   declareTopicExchange(name: string): void {
-    if (!this.exchanges.has(name)) this.exchanges.set(name, []);
+    if (this.exchanges.has(name)) return;
+    this.store?.declareExchange(name);
+    this.exchanges.set(name, []);
   }
 
   bindQueue(queue: string, exchange: string, pattern: string): void {
     const bindings = this.exchanges.get(exchange);
     if (!bindings) throw new BrokerError('not_found', `no exchange named ${exchange}`);
     if (!this.queues.has(queue)) throw new BrokerError('not_found', `no queue named ${queue}`);
-    if (!bindings.some((binding) => binding.queue === queue && binding.pattern === pattern)) bindings.push({ queue, pattern });
+    if (bindings.some((binding) => binding.queue === queue && binding.pattern === pattern)) return;
+    this.store?.bind(exchange, queue, pattern);
+    bindings.push({ queue, pattern });
   }
 
   deleteQueue(name: string): void {
     const queue = this.queues.get(name);
     if (!queue) return;
+    this.store?.deleteQueue(name);
     // Removed from the map first: consumers told of the deletion re-attach as orphans.
     this.queues.delete(name);
     queue.delete();
@@ -115,7 +135,8 @@ export class EmbeddedBroker {
   }
 
   deleteExchange(name: string): void {
-    this.exchanges.delete(name);
+    if (!this.exchanges.delete(name)) return;
+    this.store?.deleteExchange(name);
   }
 
   /** Direct publish; throws `unroutable` if there is no such queue (or reply address). */
@@ -124,7 +145,7 @@ export class EmbeddedBroker {
     if (replyTo) return replyTo(this.stamp(queue, message));
     const target = this.queues.get(queue);
     if (!target) throw new BrokerError('unroutable', `no queue named ${queue}`);
-    target.enqueue(this.stamp(queue, message));
+    this.enqueue(target, this.stamp(queue, message));
   }
 
   /**
@@ -133,13 +154,17 @@ export class EmbeddedBroker {
    */
   publish(exchange: string, routingKey: string, message: OutgoingMessage): void {
     if (exchange === '') {
-      this.queues.get(routingKey)?.enqueue(this.stamp(routingKey, message));
+      const target = this.queues.get(routingKey);
+      if (target) this.enqueue(target, this.stamp(routingKey, message));
       return;
     }
     const bindings = this.exchanges.get(exchange);
     if (!bindings) throw new BrokerError('not_found', `no exchange named ${exchange}`);
     const targets = new Set(bindings.filter((binding) => topicMatches(binding.pattern, routingKey)).map((binding) => binding.queue));
-    for (const name of targets) this.queues.get(name)?.enqueue(this.stamp(routingKey, message));
+    for (const name of targets) {
+      const target = this.queues.get(name);
+      if (target) this.enqueue(target, this.stamp(routingKey, message));
+    }
   }
 
   attach(queue: string, consumer: QueueConsumer): void {
@@ -173,6 +198,52 @@ export class EmbeddedBroker {
     this.replyAddresses.delete(address);
   }
 
+  private createQueue(name: string): EmbeddedQueue {
+    const queue = new EmbeddedQueue(name, this.clock, (message) => {
+      if (message.durable) this.store?.removeMessage(name, message.seq);
+    });
+    this.queues.set(name, queue);
+    for (const consumer of this.orphans.get(name) ?? []) queue.addConsumer(consumer);
+    this.orphans.delete(name);
+    return queue;
+  }
+
+  /** Stores the message (unless it is an RPC request, which nobody could answer after a restart) and queues it. */
+  private enqueue(queue: EmbeddedQueue, message: StoredMessage): void {
+    if (this.store && message.replyTo === undefined) {
+      message.durable = true;
+      this.store.addMessage(queue.name, message);
+    }
+    queue.enqueue(message);
+  }
+
+  /**
+   * Starts from what the store holds. Every restored message is marked redelivered: the
+   * broker cannot know whether it was delivered before the restart, and a consumer must
+   * treat it as possibly seen (RabbitMQ does the same for messages it cannot vouch for).
+   */
+  private restore(store: EmbeddedBrokerStore): void {
+    const state = store.load();
+    for (const name of state.queues) this.createQueue(name);
+    for (const name of state.exchanges) this.exchanges.set(name, []);
+    for (const binding of state.bindings) this.exchanges.get(binding.exchange)?.push({ queue: binding.queue, pattern: binding.pattern });
+    for (const message of state.messages) {
+      this.queues.get(message.queue)?.enqueue({
+        seq: message.seq,
+        body: message.body,
+        routingKey: message.routingKey,
+        messageId: message.messageId,
+        correlationId: message.correlationId,
+        replyTo: undefined,
+        headers: Object.freeze(message.headers),
+        expiresAt: message.expiresAt,
+        redelivered: true,
+        durable: true,
+      });
+      this.nextSeq = Math.max(this.nextSeq, message.seq + 1);
+    }
+  }
+
   private stamp(routingKey: string, message: OutgoingMessage): StoredMessage {
     return {
       seq: this.nextSeq++,
@@ -184,6 +255,7 @@ export class EmbeddedBroker {
       headers: Object.freeze({ ...message.headers }),
       expiresAt: message.expirationMs === undefined ? undefined : this.clock.now() + message.expirationMs,
       redelivered: false,
+      durable: false,
     };
   }
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import amqp, { type ChannelModel } from 'amqplib';
 import { rabbitMqUrl } from '../testing/services.js';
-import { TcpProxy } from '../testing/tcp-proxy.js';
+import { FaultProxy } from '../testing/fault-proxy.js';
 import { isBrokerError, type Broker, type BrokerEvent } from './broker.js';
 import { brokerConformance } from './conformance.js';
 import { RabbitMqBroker, type RabbitMqOptions } from './rabbitmq.js';
@@ -133,7 +133,7 @@ describe('RabbitMqBroker', () => {
   });
 
   it('fails fast when RabbitMQ cannot be reached', async () => {
-    const proxy = await TcpProxy.start({ port: rabbitPort });
+    const proxy = await FaultProxy.start({ port: rabbitPort });
     const port = proxy.port;
     await proxy.close();
     const started = Date.now();
@@ -166,10 +166,10 @@ describe('RabbitMqBroker', () => {
   });
 
   describe('through a faulty network', () => {
-    let proxy: TcpProxy;
+    let proxy: FaultProxy;
 
     before(async () => {
-      proxy = await TcpProxy.start({ port: rabbitPort });
+      proxy = await FaultProxy.start({ port: rabbitPort });
     });
 
     after(async () => {

@@ -19,7 +19,7 @@
  * or the broker has finished starting.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import type { TcpProxy } from '../testing/tcp-proxy.js';
+import type { FaultProxy } from '../testing/fault-proxy.js';
 import type { HistoryWriter } from './history.js';
 import type { PlannedFault } from './plan.js';
 import type { RabbitNode } from './rabbit-node.js';
@@ -29,7 +29,7 @@ export interface NemesisTargets {
   workers: ReadonlyMap<string, Supervised>;
   orchestrator: Supervised;
   /** By target name: w1..., orchestrator. */
-  proxies: ReadonlyMap<string, TcpProxy>;
+  proxies: ReadonlyMap<string, FaultProxy>;
   broker: RabbitNode;
 }
 
@@ -161,7 +161,7 @@ export class Nemesis {
     return process;
   }
 
-  private proxyOf(target: string): TcpProxy {
+  private proxyOf(target: string): FaultProxy {
     const proxy = this.targets.proxies.get(target);
     if (!proxy) throw new Error(`no proxy for ${target}`);
     return proxy;

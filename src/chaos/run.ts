@@ -25,7 +25,7 @@ import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { defaultLedgerConfig, type Job } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
-import { TcpProxy } from '../testing/tcp-proxy.js';
+import { FaultProxy } from '../testing/fault-proxy.js';
 import { Topology } from '../topology.js';
 import { check, type CheckReport } from './checker.js';
 import { actorEnv, HistoryWriter, historyDirEnv, readHistory, writeMergedHistory, type RunConfig } from './history.js';
@@ -129,7 +129,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   for (const fault of plan.faults) log(`  ${describeFault(fault)}`);
 
   let node: RabbitNode | undefined;
-  const proxies = new Map<string, TcpProxy>();
+  const proxies = new Map<string, FaultProxy>();
   const processes: Supervised[] = [];
   let runnerBroker: Broker | undefined;
   let nemesis: Nemesis | undefined;
@@ -172,7 +172,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     for (const fault of plan.faults) history.record({ kind: 'plan_fault', fault });
 
     for (const name of ['orchestrator', ...workerNames(options.workers)]) {
-      proxies.set(name, await TcpProxy.start({ port: node.port }));
+      proxies.set(name, await FaultProxy.start({ port: node.port }));
     }
     const viaProxy = (name: string) => `amqp://guest:guest@127.0.0.1:${proxies.get(name)!.port}`;
 

@@ -1,15 +1,12 @@
-import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Broker } from '../broker/broker.js';
-import { EmbeddedBroker } from '../broker/embedded.js';
-import { EmbeddedBrokerServer } from '../broker/embedded-socket-server.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import { Topology } from '../topology.js';
+import { EmbeddedBrokerService } from './embedded-broker-service.js';
 import { ensureLocalKey, saveLocalUrl } from './local-key.js';
 import { OrchestratorService } from './orchestrator-service.js';
 import { Supervisor } from './supervisor.js';
@@ -22,7 +19,7 @@ export interface LocalStackOptions {
   ledger?: string;
   host: string;
   port: number;
-  /** RabbitMQ; without it, an embedded broker that workers reach through `<data-dir>/broker.sock`. */
+  /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
   workers: number;
   slots: number;
@@ -53,7 +50,7 @@ export class LocalStack {
     /** The orchestrator's broker connection (an observer may declare and consume on it too). */
     readonly broker: Broker,
     readonly topology: Topology,
-    private readonly embedded: { broker: EmbeddedBroker; server: EmbeddedBrokerServer } | undefined,
+    private readonly embedded: EmbeddedBrokerService | undefined,
   ) {}
 
   get url(): string {
@@ -63,18 +60,16 @@ export class LocalStack {
   static async start(options: LocalStackOptions): Promise<LocalStack> {
     const dataDir = resolve(options.dataDir);
     mkdirSync(dataDir, { recursive: true });
-    let embedded: { broker: EmbeddedBroker; server: EmbeddedBrokerServer } | undefined;
+    let embedded: EmbeddedBrokerService | undefined;
     let broker: Broker;
     let workerBrokerArgs: string[];
     if (options.amqp) {
       broker = await RabbitMqBroker.connect({ url: options.amqp });
       workerBrokerArgs = ['--amqp', options.amqp];
     } else {
-      const socket = brokerSocketPath(dataDir);
-      const embeddedBroker = new EmbeddedBroker();
-      embedded = { broker: embeddedBroker, server: await EmbeddedBrokerServer.listen({ broker: embeddedBroker, path: socket }) };
-      broker = embeddedBroker.connect();
-      workerBrokerArgs = ['--broker-socket', socket];
+      embedded = await EmbeddedBrokerService.start(dataDir);
+      broker = embedded.broker.connect();
+      workerBrokerArgs = ['--broker-socket', embedded.socketPath];
     }
     const topology = new Topology(options.prefix);
     const service = await OrchestratorService.start({
@@ -109,7 +104,7 @@ export class LocalStack {
         env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel },
       });
     }
-    const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${brokerSocketPath(dataDir)})`;
+    const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${embedded!.socketPath})`;
     return new LocalStack(service, supervisor, key, description, broker, topology, embedded);
   }
 
@@ -118,21 +113,8 @@ export class LocalStack {
     await this.supervisor.stop();
     await this.service.stop();
     await this.broker.close();
-    if (this.embedded) {
-      await this.embedded.server.close();
-      await this.embedded.broker.close();
-    }
+    await this.embedded?.stop();
   }
-}
-
-/**
- * `<data-dir>/broker.sock`, unless that path is too long for a Unix socket (about 107
- * bytes): then a name in the temp dir derived from the data dir, so it stays stable.
- */
-function brokerSocketPath(dataDir: string): string {
-  const inDataDir = join(dataDir, 'broker.sock');
-  if (Buffer.byteLength(inDataDir) <= 100) return inDataDir;
-  return join(tmpdir(), `planrun-${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}.sock`);
 }
 
 /** A URL fit for a log line: the password hidden. */

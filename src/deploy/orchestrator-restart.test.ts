@@ -3,11 +3,16 @@
  * dir, it loses nothing and announces nothing twice (a result message may be sent again
  * after a crash between the broker's confirm and the ledger's "sent" mark, but always
  * with the job's id and the same body, so there is one distinct answer per job).
+ *
+ * On the embedded broker the broker dies with the orchestrator, so this also shows that
+ * its store keeps what it confirmed: the result messages waiting in an app's queue that
+ * nobody consumed before the last kill are all there after the restart.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Broker } from '../broker/broker.js';
+import { SocketBroker } from '../broker/embedded-socket-client.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { Client } from '../client/client.js';
 import { KeyStore } from '../keys/key-store.js';
@@ -19,32 +24,46 @@ import { waitFor } from '../testing/wait.js';
 import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from '../testing/worker-process.js';
 import { Topology } from '../topology.js';
 
-describe('the orchestrator killed with SIGKILL mid-run (RabbitMQ)', () => {
+for (const kind of ['rabbitmq', 'embedded'] as const) {
+describe(`the orchestrator killed with SIGKILL mid-run (${kind === 'rabbitmq' ? 'RabbitMQ' : 'embedded broker'})`, () => {
   const dir = tempDir('planrun-orchestrator-kill-');
   const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
+  const socket = `${dir.path}/broker.sock`;
+  const brokerArgs = kind === 'rabbitmq' ? ['--amqp', rabbitMqUrl] : ['--broker-socket', socket];
   const processes: WorkerProcess[] = [];
   const results: Array<{ id: string | undefined; body: string }> = [];
+  /** Bound to the results too, and read only after the last kill. */
+  const lateQueue = `${topology.prefix}.late-results`;
   let observer: Broker;
 
-  before(async () => {
-    observer = await RabbitMqBroker.connect({ url: rabbitMqUrl });
+  const observe = async () => {
+    observer = kind === 'rabbitmq' ? await RabbitMqBroker.connect({ url: rabbitMqUrl }) : await SocketBroker.connect({ path: socket, retry: { initialMs: 50, maxMs: 200 } });
     await observer.declareTopicExchange(topology.resultsExchange);
     const queue = `${topology.prefix}.observed-results`;
-    await observer.declareQueue(queue);
-    await observer.bindQueue(queue, topology.resultsExchange, '#');
+    for (const name of [queue, lateQueue]) {
+      await observer.declareQueue(name);
+      await observer.bindQueue(name, topology.resultsExchange, '#');
+    }
     await observer.consume(queue, (d) => {
       results.push({ id: d.messageId, body: d.body.toString() });
       d.ack();
     }, { prefetch: 100 });
+  };
+
+  // On RabbitMQ the app's queues exist before the orchestrator starts; the embedded broker exists only once it has.
+  before(async () => {
+    if (kind === 'rabbitmq') await observe();
   });
 
   after(async () => {
     for (const { child } of processes) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    for (const queue of [`${topology.prefix}.observed-results`, topology.controlQueue, topology.submitQueue, topology.deadQueue, topology.workQueue('probe')]) {
-      await observer.deleteQueue(queue).catch(() => undefined);
+    if (kind === 'rabbitmq') {
+      for (const queue of [`${topology.prefix}.observed-results`, lateQueue, topology.controlQueue, topology.submitQueue, topology.deadQueue, topology.workQueue('probe')]) {
+        await observer.deleteQueue(queue).catch(() => undefined);
+      }
+      await observer.deleteExchange(topology.resultsExchange).catch(() => undefined);
     }
-    await observer.deleteExchange(topology.resultsExchange).catch(() => undefined);
-    await observer.close();
+    await observer?.close();
     dir.remove();
   });
 
@@ -54,7 +73,7 @@ describe('the orchestrator killed with SIGKILL mid-run (RabbitMQ)', () => {
     const { key } = keys.create('acme');
     keys.close();
     const orchestratorArgs = [
-      'orchestrator', '--amqp', rabbitMqUrl, '--data-dir', dir.path, '--port', String(port), '--prefix', topology.prefix,
+      'orchestrator', ...brokerArgs, '--data-dir', dir.path, '--port', String(port), '--prefix', topology.prefix,
       '--lease-ttl', '2s', '--sweep-interval', '200ms', '--backoff', '200ms',
     ];
     const startOrchestrator = async () => {
@@ -63,8 +82,9 @@ describe('the orchestrator killed with SIGKILL mid-run (RabbitMQ)', () => {
       return started;
     };
     let orchestrator = await startOrchestrator();
+    if (kind === 'embedded') await observe();
     processes.push(
-      await startWorkerProcess(['--amqp', rabbitMqUrl, '--prefix', topology.prefix, '--jobs', probeJobsModule, '--slots', '3',
+      await startWorkerProcess([...brokerArgs, '--prefix', topology.prefix, '--jobs', probeJobsModule, '--slots', '3',
         '--heartbeat-interval', '300ms', '--control-timeout', '1s', '--output-dir', `${dir.path}/outputs`, '--scratch-dir', `${dir.path}/scratch`]),
     );
     const client = new Client({ url: `http://127.0.0.1:${port}`, key });
@@ -93,5 +113,18 @@ describe('the orchestrator killed with SIGKILL mid-run (RabbitMQ)', () => {
     // A resubmission after all this still names the same jobs.
     const again = await client.submitMany(submitted.map((_, i) => ({ type: 'probe', input: {}, idempotencyKey: `job-${i}` })));
     assert.deepEqual(again.map((job) => job.id), submitted.map((job) => job.id));
+
+    // One more kill, with every answer waiting unread in the late queue: they are all still there.
+    orchestrator.child.kill('SIGKILL');
+    await orchestrator.exited;
+    orchestrator = await startOrchestrator();
+    const late = new Map<string, Set<string>>();
+    await observer.consume(lateQueue, (d) => {
+      late.set(d.messageId!, (late.get(d.messageId!) ?? new Set()).add(d.body.toString()));
+      d.ack();
+    }, { prefetch: 100 });
+    await waitFor('the unread answers after the last kill', () => submitted.every((job) => late.has(job.id)), 20_000);
+    for (const job of submitted) assert.equal(late.get(job.id)!.size, 1, `job ${job.id}: one distinct answer in the late queue`);
   });
 });
+}

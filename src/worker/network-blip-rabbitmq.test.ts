@@ -41,7 +41,7 @@ import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { Harness, type TestWorker } from '../testing/harness.js';
 import { rabbitMqUrl } from '../testing/services.js';
-import { TcpProxy } from '../testing/tcp-proxy.js';
+import { FaultProxy } from '../testing/fault-proxy.js';
 import { waitFor } from '../testing/wait.js';
 import { ControlClient } from './control-client.js';
 import { stubbornOutputFile, witnessPath, type StubbornInput, type StubbornWitness } from './fixtures/stubborn-jobs.js';
@@ -79,7 +79,7 @@ async function connect(url: string, opened: Broker[]): Promise<RabbitMqBroker> {
   return broker;
 }
 
-function viaProxy(proxy: TcpProxy): string {
+function viaProxy(proxy: FaultProxy): string {
   const url = new URL(rabbitMqUrl);
   url.hostname = '127.0.0.1';
   url.port = String(proxy.port);
@@ -92,7 +92,7 @@ function readWitness(path: string): StubbornWitness {
 
 async function networkBlip(variant: Variant): Promise<void> {
   const brokers: Broker[] = [];
-  const proxy = await TcpProxy.start({ port: Number(new URL(rabbitMqUrl).port || 5672), host: new URL(rabbitMqUrl).hostname });
+  const proxy = await FaultProxy.start({ port: Number(new URL(rabbitMqUrl).port || 5672), host: new URL(rabbitMqUrl).hostname });
   const orchestratorBroker = await connect(rabbitMqUrl, brokers);
   const harness = await new Harness({ broker: orchestratorBroker, ledgerConfig: { leaseTtlMs, backoffBaseMs: 100 }, sweepIntervalMs: 100 }).start();
   const witnessDir = join(harness.dir.path, 'witness');

@@ -1,6 +1,8 @@
+import type { Broker } from '../../broker/broker.js';
 import { RabbitMqBroker } from '../../broker/rabbitmq.js';
 import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
+import { EmbeddedBrokerService } from '../../deploy/embedded-broker-service.js';
 import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
@@ -9,11 +11,23 @@ import type { OrchestratorFlags } from './orchestrator.js';
 
 export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   const url = amqpUrl(flags.amqp);
-  if (!url) {
-    throw new UsageError('planrun orchestrator needs RabbitMQ: pass --amqp URL or set PLANRUN_AMQP_URL (planrun up runs on its embedded broker)');
+  if (url && flags.brokerSocket) throw new UsageError('planrun orchestrator takes --amqp (RabbitMQ) or --broker-socket (embedded broker), not both');
+  if (!url && !flags.brokerSocket) {
+    throw new UsageError(
+      'planrun orchestrator needs a broker: --amqp URL (or PLANRUN_AMQP_URL) for RabbitMQ, or --broker-socket PATH to run the embedded one',
+    );
+  }
+  if (url && flags.consumerTimeout !== undefined) {
+    throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
   const logger = createLogger('planrun-orchestrator');
-  const connected = await RabbitMqBroker.connect({ url });
+  const embedded = flags.brokerSocket
+    ? await EmbeddedBrokerService.start(flags.dataDir, {
+        socketPath: flags.brokerSocket,
+        ...(flags.consumerTimeout === undefined ? {} : { consumerTimeoutMs: flags.consumerTimeout }),
+      })
+    : undefined;
+  const connected: Broker = embedded ? embedded.broker.connect() : await RabbitMqBroker.connect({ url: url! });
   // Only under the chaos runner (PLANRUN_CHAOS_HISTORY): records control answers and publishes.
   const broker = recorderFromEnv('orchestrator')?.wrapBroker(connected) ?? connected;
   const service = await OrchestratorService.start({
@@ -39,9 +53,13 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     exiting = true;
     await service.stop().catch((error: unknown) => logger.error({ err: error }, 'orchestrator stop failed'));
     await broker.close().catch(() => undefined);
+    await embedded?.stop().catch((error: unknown) => logger.error({ err: error }, 'embedded broker stop failed'));
     process.exit(0);
   }
   process.on('SIGTERM', () => void shutdown());
   process.on('SIGINT', () => void shutdown());
-  logger.info({ pid: process.pid, dataDir: flags.dataDir, url: service.url }, `orchestrator ready; HTTP API on ${service.url}`);
+  logger.info(
+    { pid: process.pid, dataDir: flags.dataDir, url: service.url, ...(embedded ? { brokerSocket: embedded.socketPath } : {}) },
+    `orchestrator ready; HTTP API on ${service.url}`,
+  );
 }

@@ -4,6 +4,8 @@ import { durationOption, positiveIntOption } from '../options.js';
 
 export interface OrchestratorFlags {
   amqp?: string;
+  brokerSocket?: string;
+  consumerTimeout?: number;
   ledger?: string;
   dataDir: string;
   leaseTtl: number;
@@ -21,6 +23,8 @@ export function registerOrchestratorCommand(program: Command): void {
     .command('orchestrator')
     .description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
+    .option('--broker-socket <path>', 'instead of RabbitMQ: run the embedded broker (stored in the data dir) and serve it on this Unix socket, for `planrun worker --broker-socket`')
+    .option('--consumer-timeout <duration>', "with --broker-socket: like RabbitMQ's consumer_timeout, a delivery left unacked this long closes its consumer (default: none)", durationOption)
     .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
     .option('--data-dir <dir>', 'where the SQLite ledger and the API keys live', './.planrun')
     .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')

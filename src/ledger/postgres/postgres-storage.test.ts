@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 
 import { ManualClock } from '../../core/clock.js';
-import { TcpProxy } from '../../testing/tcp-proxy.js';
+import { FaultProxy } from '../../testing/fault-proxy.js';
 import { LedgerError } from '../errors.js';
 import type { Ledger } from '../ledger.js';
 import { errors, expectGranted, finished, submitAndGrant, submitJob, submitParams } from '../testing.js';
@@ -261,7 +261,7 @@ describe('postgres ledger storage', () => {
 
   it('a cut network fails operations as ledger_unavailable, and the ledger recovers when it heals', async () => {
     const target = new URL(postgresUrl);
-    const proxy = await TcpProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
     const viaProxy = new URL(postgresUrl);
     viaProxy.port = String(proxy.port);
     const schema = schemas.reserve();

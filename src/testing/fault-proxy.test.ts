@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { TcpProxy } from './tcp-proxy.js';
+import { FaultProxy } from './fault-proxy.js';
+import { tempDir } from './temp-dir.js';
 
 /** A client socket that records what it receives and how it ended. */
 class Client {
@@ -16,9 +18,10 @@ class Client {
     socket.on('close', () => (this.closed = true));
   }
 
-  static connect(port: number): Promise<Client> {
+  /** A port on 127.0.0.1, or a Unix socket's path. */
+  static connect(to: number | string): Promise<Client> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host: '127.0.0.1', port }, () => {
+      const socket = net.connect(typeof to === 'number' ? { host: '127.0.0.1', port: to } : { path: to }, () => {
         socket.off('error', reject);
         resolve(new Client(socket));
       });
@@ -43,7 +46,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-describe('TcpProxy', () => {
+describe('FaultProxy', () => {
   let echo: net.Server;
   let echoPort: number;
   const serverSockets = new Set<net.Socket>();
@@ -64,8 +67,8 @@ describe('TcpProxy', () => {
     await new Promise<void>((resolve) => echo.close(() => resolve()));
   });
 
-  async function withProxy(run: (proxy: TcpProxy) => Promise<void>): Promise<void> {
-    const proxy = await TcpProxy.start({ port: echoPort });
+  async function withProxy(run: (proxy: FaultProxy) => Promise<void>): Promise<void> {
+    const proxy = await FaultProxy.start({ port: echoPort });
     try {
       await run(proxy);
     } finally {
@@ -143,11 +146,58 @@ describe('TcpProxy', () => {
     }));
 
   it('close tears down connections and stops listening', async () => {
-    const proxy = await TcpProxy.start({ port: echoPort });
+    const proxy = await FaultProxy.start({ port: echoPort });
     const client = await Client.connect(proxy.port);
     const port = proxy.port;
     await proxy.close();
     await client.waitFor('the close', () => client.closed);
     await assert.rejects(Client.connect(port), { code: 'ECONNREFUSED' });
+  });
+});
+
+describe('FaultProxy on Unix sockets', () => {
+  const dir = tempDir('planrun-proxy-');
+  const serverPath = join(dir.path, 'server.sock');
+  let echo: net.Server;
+
+  before(async () => {
+    echo = net.createServer((socket) => {
+      socket.on('error', () => {});
+      socket.pipe(socket);
+    });
+    await new Promise<void>((resolve) => echo.listen(serverPath, resolve));
+  });
+
+  after(async () => {
+    await new Promise<void>((resolve) => echo.close(() => resolve()));
+    dir.remove();
+  });
+
+  it('passes, holds and heals, and closes on reset, as over TCP', async () => {
+    const proxy = await FaultProxy.start({ path: serverPath }, { path: join(dir.path, 'proxy.sock') });
+    try {
+      assert.equal(proxy.path, join(dir.path, 'proxy.sock'));
+      assert.throws(() => proxy.port, /Unix socket/);
+      const client = await Client.connect(proxy.path);
+      client.socket.write('one');
+      await client.waitForText('one');
+
+      proxy.blackhole();
+      client.socket.write('+held');
+      await sleep(150);
+      assert.equal(client.received, 'one');
+      assert.equal(client.closed, false);
+      proxy.heal();
+      await client.waitForText('one+held');
+
+      proxy.reset();
+      await client.waitFor('the close', () => client.closed);
+      await client.waitFor('the proxy to forget it', () => proxy.connectionCount === 0);
+      const next = await Client.connect(proxy.path);
+      next.socket.write('two');
+      await next.waitForText('two');
+    } finally {
+      await proxy.close();
+    }
   });
 });

@@ -1,6 +1,8 @@
 /**
- * A TCP proxy that injects network faults between a client and a server, for tests:
- * point the client at `127.0.0.1:proxy.port` and switch modes while it runs.
+ * A proxy that injects network faults between a client and a server, for tests: over
+ * TCP (point the client at `127.0.0.1:proxy.port`) or over Unix sockets (the embedded
+ * broker's transport: `FaultProxy.start({ path: server }, { path: proxyPath })`, point the
+ * client at `proxy.path`), and switch modes while it runs.
  *
  * - pass (the start, and what `heal()` returns to): bytes flow as they come.
  * - `latency(ms)`: every chunk, each way, is held `ms` before it is passed on, in order.
@@ -9,44 +11,55 @@
  *   not discarded: as TCP retransmission would, `heal()` delivers them in order, so a
  *   connection that outlives a short cut stays consistent (and one whose ends gave up
  *   during it sees their closes then).
- * - `reset()`: destroys every current connection with a TCP RST, both ends; new ones work.
+ * - `reset()`: destroys every current connection with a TCP RST, both ends (a Unix socket,
+ *   which has no RST, is closed at once); new ones work.
  */
 import net from 'node:net';
 
 export type ProxyMode = { kind: 'pass' } | { kind: 'latency'; ms: number } | { kind: 'blackhole' };
 
-export interface ProxyTarget {
-  host?: string;
-  port: number;
-}
+/** A TCP server (host defaults to 127.0.0.1), or a Unix socket. */
+export type ProxyTarget = { host?: string; port: number } | { path: string };
 
-export class TcpProxy {
+export class FaultProxy {
   private currentMode: ProxyMode = { kind: 'pass' };
   private readonly connections = new Set<ProxiedConnection>();
 
   private constructor(
     private readonly server: net.Server,
-    private readonly target: Required<ProxyTarget>,
+    private readonly target: net.NetConnectOpts,
   ) {
     server.on('connection', (client) => this.accept(client));
   }
 
-  /** Starts listening on 127.0.0.1 at a free port. */
-  static async start(target: ProxyTarget): Promise<TcpProxy> {
+  /** Starts listening: on 127.0.0.1 at a free port, or on the Unix socket `listen.path`. */
+  static async start(target: ProxyTarget, listen?: { path: string }): Promise<FaultProxy> {
     const server = net.createServer({ allowHalfOpen: true });
-    const proxy = new TcpProxy(server, { host: target.host ?? '127.0.0.1', port: target.port });
+    const proxy = new FaultProxy(server, 'path' in target ? { path: target.path } : { host: target.host ?? '127.0.0.1', port: target.port });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => {
+      const listening = () => {
         server.off('error', reject);
         resolve();
-      });
+      };
+      if (listen) server.listen(listen.path, listening);
+      else server.listen(0, '127.0.0.1', listening);
     });
     return proxy;
   }
 
+  /** The TCP port it listens on (a proxy on a Unix socket has none: see `path`). */
   get port(): number {
-    return (this.server.address() as net.AddressInfo).port;
+    const address = this.server.address();
+    if (typeof address === 'string' || address === null) throw new Error(`this proxy listens on the Unix socket ${address}, not on a port`);
+    return address.port;
+  }
+
+  /** The Unix socket it listens on (a TCP proxy has none: see `port`). */
+  get path(): string {
+    const address = this.server.address();
+    if (typeof address !== 'string') throw new Error('this proxy listens on a TCP port, not on a Unix socket');
+    return address;
   }
 
   /** Connections currently proxied (both ends not yet closed). */
@@ -81,7 +94,7 @@ export class TcpProxy {
   }
 
   private accept(client: net.Socket): void {
-    const upstream = net.connect({ host: this.target.host, port: this.target.port, allowHalfOpen: true });
+    const upstream = net.connect({ ...this.target, allowHalfOpen: true });
     const connection = new ProxiedConnection(client, upstream, () => this.currentMode, () => this.connections.delete(connection));
     this.connections.add(connection);
     if (this.currentMode.kind === 'blackhole') connection.hold();
@@ -122,7 +135,10 @@ class ProxiedConnection {
   reset(): void {
     for (const pipe of this.pipes) pipe.stop();
     for (const socket of [this.client, this.upstream]) {
-      if (!socket.destroyed) socket.resetAndDestroy();
+      if (socket.destroyed) continue;
+      // A Unix socket has no RST: resetAndDestroy() throws for it.
+      if (socket.remotePort === undefined && socket.localPort === undefined) socket.destroy();
+      else socket.resetAndDestroy();
     }
   }
 
