@@ -1,9 +1,10 @@
 /**
- * The short chaos profile, as CI runs it: a RabbitMQ node of the test's own (never the
- * shared one), an orchestrator and three workers as processes behind fault proxies, a
- * few hundred jobs, every fault kind at least once; the checker must find every
- * invariant held. The seed is fixed (PLANRUN_CHAOS_SEED overrides it), so a failure
- * replays with `npm run chaos -- --seed <seed>`.
+ * The short chaos profile, as CI runs it, on each broker: a RabbitMQ node of the test's
+ * own (never the shared one), or the embedded broker run by the orchestrator; an
+ * orchestrator and three workers as processes behind fault proxies, a few hundred jobs,
+ * every fault kind that applies at least once; the checker must find every invariant
+ * held. The seeds are fixed (PLANRUN_CHAOS_SEED overrides both), so a failure replays
+ * with `npm run chaos -- --broker <broker> --seed <seed>`.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -12,11 +13,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import type { CheckReport } from './checker.js';
-import { faultKinds } from './plan.js';
+import { embeddedFaultKinds, faultKinds } from './plan.js';
 
 const mainPath = fileURLToPath(new URL('./main.js', import.meta.url));
-const seed = process.env.PLANRUN_CHAOS_SEED ?? 'ci-1';
 const budgetMs = 5 * 60_000;
+const runs = [
+  { broker: 'rabbitmq', seed: process.env.PLANRUN_CHAOS_SEED ?? 'ci-1', kinds: faultKinds },
+  { broker: 'embedded', seed: process.env.PLANRUN_CHAOS_SEED ?? 'e-1', kinds: embeddedFaultKinds },
+] as const;
 
 function rabbitMqInstalled(): boolean {
   if (process.env.PLANRUN_CHAOS_RABBITMQ_BIN) return true;
@@ -24,13 +28,14 @@ function rabbitMqInstalled(): boolean {
   return (process.env.PATH ?? '').split(':').some((dir) => existsSync(join(dir, 'rabbitmq-server')));
 }
 
-describe('chaos: the short profile', () => {
-  it('injects every fault kind and finds every invariant held', { timeout: budgetMs + 60_000 }, async (t) => {
-    // The run starts a RabbitMQ node of its own; the test machines and CI have the binaries.
+for (const { broker, seed, kinds } of runs) {
+describe(`chaos: the short profile on the ${broker} broker`, () => {
+  it('injects every fault kind that applies and finds every invariant held', { timeout: budgetMs + 60_000 }, async (t) => {
+    // The RabbitMQ run starts a node of its own; the test machines and CI have the binaries.
     // Without them this fails, rather than skipping: a skipped chaos run proves nothing.
-    assert.ok(rabbitMqInstalled(), 'the chaos run needs RabbitMQ installed (rabbitmq-server, or PLANRUN_CHAOS_RABBITMQ_BIN)');
+    if (broker === 'rabbitmq') assert.ok(rabbitMqInstalled(), 'the chaos run needs RabbitMQ installed (rabbitmq-server, or PLANRUN_CHAOS_RABBITMQ_BIN)');
     const started = Date.now();
-    const child = spawn(process.execPath, [mainPath, '--profile', 'short', '--seed', seed, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [mainPath, '--profile', 'short', '--broker', broker, '--seed', seed, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
     // Cancelled (timeout, Ctrl-C): SIGINT makes the run stop its processes and its RabbitMQ node.
     t.signal.addEventListener('abort', () => child.kill('SIGINT'), { once: true });
     let stdout = '';
@@ -53,7 +58,7 @@ describe('chaos: the short profile', () => {
     assert.equal(code, 0, `seed ${seed}: exit code ${code}\n${text}`);
 
     const injected = new Set(report.faults.filter((f) => f.ok).map((f) => f.kind));
-    assert.deepEqual([...faultKinds].filter((k) => !injected.has(k)), [], 'every fault kind injected and healed');
+    assert.deepEqual(kinds.filter((k) => !injected.has(k)), [], 'every fault kind injected and healed');
     for (const kind of ['job permanent', 'job transient', 'job crash', 'job hang', 'job fatal', 'job over-reserve write']) {
       assert.ok((report.jobFaults[kind] ?? 0) > 0, `job fault "${kind}" happened`);
     }
@@ -61,3 +66,4 @@ describe('chaos: the short profile', () => {
     assert.ok(elapsed < budgetMs, `the run took ${elapsed} ms`);
   });
 });
+}

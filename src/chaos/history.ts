@@ -28,6 +28,8 @@ interface Stamp {
 /** The knobs the checker needs to judge timings (the liveness bound, backoffs, sweeps). */
 export interface RunConfig {
   seed: string;
+  /** Which broker the run drove (older histories: RabbitMQ). */
+  broker?: 'rabbitmq' | 'embedded';
   prefix: string;
   jobs: number;
   durationMs: number;

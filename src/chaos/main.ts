@@ -21,22 +21,14 @@ async function main(): Promise<number> {
     }
     throw error;
   }
-  const { options, broker, planOnly, json } = parsed;
-  if (broker === 'embedded') {
-    console.error(
-      'chaos: --broker embedded is not supported yet. The socket broker lives inside `planrun up` (a broker fault would be an ' +
-        'orchestrator fault) and workers reach it over a Unix socket, where the TCP fault proxy cannot sit; the runner drives ' +
-        'only RabbitMQ for now. Use --broker rabbitmq (the default).',
-    );
-    return 2;
-  }
+  const { options, planOnly, json } = parsed;
   const plan = planOf(options);
   if (planOnly) {
     const mix: Record<string, number> = {};
     for (const job of plan.jobs) mix[job.input.behaviour] = (mix[job.input.behaviour] ?? 0) + 1;
     const repeats = plan.jobs.filter((j) => j.submissions.length > 1).length;
     const http = plan.jobs.filter((j) => j.submissions[0]!.transport === 'http').length;
-    console.log(`seed ${options.seed}: fault schedule ${plan.fingerprint.faults}, jobs ${plan.fingerprint.jobs}`);
+    console.log(`seed ${options.seed} (${options.broker} broker): fault schedule ${plan.fingerprint.faults}, jobs ${plan.fingerprint.jobs}`);
     for (const fault of plan.faults) console.log(`  ${describeFault(fault)}`);
     console.log(`  ${plan.jobs.length} jobs: ${Object.entries(mix).map(([k, v]) => `${k} ${v}`).join(', ')}; ${repeats} sent twice; ${http} first over HTTP`);
     return 0;

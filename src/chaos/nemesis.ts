@@ -15,6 +15,9 @@
  * - orchestrator-kill: SIGKILL of the orchestrator; restarted on the same data dir.
  * - orchestrator-partition: the orchestrator's proxy to the broker black-holes.
  *
+ * On the embedded broker the orchestrator runs the broker, so orchestrator-kill kills the
+ * broker too, and the broker and orchestrator-partition kinds do not apply.
+ *
  * A fault counts as healed when the process is ready again, the proxy passes bytes again
  * or the broker has finished starting.
  */
@@ -30,7 +33,8 @@ export interface NemesisTargets {
   orchestrator: Supervised;
   /** By target name: w1..., orchestrator. */
   proxies: ReadonlyMap<string, FaultProxy>;
-  broker: RabbitNode;
+  /** The run's RabbitMQ node (none on the embedded broker). */
+  broker?: RabbitNode;
 }
 
 export interface InjectedFault {
@@ -135,19 +139,21 @@ export class Nemesis {
           return end(true);
         }
         case 'broker-restart': {
+          const broker = this.rabbitNode();
           start('stop_app');
-          await this.targets.broker.stopApp();
+          await broker.stopApp();
           await delay(fault.durationMs);
-          await this.targets.broker.startApp();
+          await broker.startApp();
           return end(true, 'start_app');
         }
         case 'broker-kill': {
-          const pid = this.targets.broker.pid();
+          const broker = this.rabbitNode();
+          const pid = broker.pid();
           start(`SIGKILL beam pid ${pid}`);
-          await this.targets.broker.killHard();
+          await broker.killHard();
           await delay(fault.durationMs);
-          await this.targets.broker.restart();
-          return end(true, `restarted as pid ${this.targets.broker.pid()}`);
+          await broker.restart();
+          return end(true, `restarted as pid ${broker.pid()}`);
         }
       }
     } catch (error) {
@@ -159,6 +165,11 @@ export class Nemesis {
     const process = target === 'orchestrator' ? this.targets.orchestrator : this.targets.workers.get(target);
     if (!process) throw new Error(`no process ${target}`);
     return process;
+  }
+
+  private rabbitNode(): RabbitNode {
+    if (!this.targets.broker) throw new Error('no RabbitMQ node in this run: broker faults need --broker rabbitmq');
+    return this.targets.broker;
   }
 
   private proxyOf(target: string): FaultProxy {

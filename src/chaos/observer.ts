@@ -16,7 +16,8 @@ export class ResultObserver {
   private subscription: Subscription | undefined;
 
   constructor(
-    private readonly broker: Broker,
+    /** The runner's connection (the observer starts once it is there). */
+    private readonly connection: () => Broker,
     private readonly topology: Topology,
     private readonly history: HistoryWriter,
   ) {}
@@ -26,10 +27,11 @@ export class ResultObserver {
   }
 
   async start(): Promise<void> {
-    await this.broker.declareTopicExchange(this.topology.resultsExchange);
-    await this.broker.declareQueue(this.queue);
-    await this.broker.bindQueue(this.queue, this.topology.resultsExchange, '#');
-    this.subscription = await this.broker.consume(
+    const broker = this.connection();
+    await broker.declareTopicExchange(this.topology.resultsExchange);
+    await broker.declareQueue(this.queue);
+    await broker.bindQueue(this.queue, this.topology.resultsExchange, '#');
+    this.subscription = await broker.consume(
       this.queue,
       (delivery) => {
         let body: ResultMessage;

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../core/duration.js';
-import { faultKinds, defaultBehaviourWeights, type FaultKind } from './plan.js';
+import { faultKinds, defaultBehaviourWeights, embeddedFaultKinds, type FaultKind } from './plan.js';
 import { behaviours, type Behaviour } from './job-input.js';
 import type { ChaosOptions } from './run.js';
 
@@ -25,9 +25,12 @@ export const usage = `usage: npm run chaos -- [options]
   --jobs N               jobs to submit
   --duration S           length of the fault window (60, 90s, 10m); jobs are submitted across it
   --seed S               the seed (default: random, printed); the same seed replays the same plan
-  --broker rabbitmq|embedded   rabbitmq (default): a RabbitMQ node of the run's own
+  --broker rabbitmq|embedded   rabbitmq (default): a RabbitMQ node of the run's own;
+                         embedded: the orchestrator runs the embedded broker, workers
+                         reach it over Unix sockets (no broker-* or orchestrator-partition
+                         faults: the broker lives and dies with the orchestrator)
   --workers N  --slots N  --lease-ttl D  --heartbeat D  --sweep D  --backoff D  --redispatch D
-  --faults a,b,...       fault kinds to use (default all): ${faultKinds.join(', ')}
+  --faults a,b,...       fault kinds to use (default all that apply): ${faultKinds.join(', ')}
   --run-ms MIN-MAX       how long a job works (default 50-1000; long and hang jobs aside)
   --mix k=w,...          job behaviours and their weights (default ${Object.entries(defaultBehaviourWeights).map(([k, w]) => `${k}=${w}`).join(',')})
   --run-dir DIR          where the history, logs and report go (default: a temp folder,
@@ -36,13 +39,12 @@ export const usage = `usage: npm run chaos -- [options]
   --plan-only            print the plan (fault schedule and job mix) and exit
   --json                 print report.json instead of the text report
 
-exit code: 0 every invariant held; 1 a violation (or the run failed); 2 bad options or unsupported`;
+exit code: 0 every invariant held; 1 a violation (or the run failed); 2 bad options`;
 
 export class UsageError extends Error {}
 
 export interface ParsedArgs {
   options: ChaosOptions;
-  broker: 'rabbitmq' | 'embedded';
   planOnly: boolean;
   json: boolean;
   profile: ProfileName;
@@ -86,11 +88,18 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
   const preset = profiles[profile];
   const broker = (values.broker ?? 'rabbitmq') as 'rabbitmq' | 'embedded';
   if (broker !== 'rabbitmq' && broker !== 'embedded') throw new UsageError(`--broker must be rabbitmq or embedded, got "${values.broker}"`);
-  const faults = values.faults === undefined ? [...faultKinds] : values.faults.split(',').map((f) => f.trim()).filter(Boolean);
-  for (const f of faults) if (!(faultKinds as readonly string[]).includes(f)) throw new UsageError(`unknown fault kind "${f}"`);
+  const applicable: readonly FaultKind[] = broker === 'embedded' ? embeddedFaultKinds : faultKinds;
+  const faults = values.faults === undefined ? [...applicable] : values.faults.split(',').map((f) => f.trim()).filter(Boolean);
+  for (const f of faults) {
+    if (!(faultKinds as readonly string[]).includes(f)) throw new UsageError(`unknown fault kind "${f}"`);
+    if (!(applicable as readonly string[]).includes(f)) {
+      throw new UsageError(`fault kind "${f}" does not apply to the embedded broker, which lives and dies with the orchestrator (use orchestrator-kill)`);
+    }
+  }
   const leaseTtlMs = duration(values['lease-ttl'], 1000, '--lease-ttl');
   const options: ChaosOptions = {
     seed: values.seed ?? String(Date.now() % 1_000_000),
+    broker,
     jobs: int(values.jobs, preset.jobs, '--jobs', 1),
     durationMs: seconds(values.duration, preset.durationMs),
     workers: int(values.workers, preset.workers, '--workers', 1),
@@ -117,7 +126,7 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     keep: values.keep ?? false,
     log,
   };
-  return { options, broker, planOnly: values['plan-only'] ?? false, json: values.json ?? false, profile };
+  return { options, planOnly: values['plan-only'] ?? false, json: values.json ?? false, profile };
 }
 
 function mix(value: string | undefined): Record<Behaviour, number> {

@@ -18,7 +18,7 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
   const lines: string[] = [];
   if (c) {
     lines.push(
-      `planrun chaos: seed ${c.seed}; ${c.jobs} jobs; ${(c.durationMs / 1000).toFixed(0)} s of faults; ${c.workers} workers x ${c.slots} slots; ` +
+      `planrun chaos: seed ${c.seed}; ${c.broker === 'embedded' ? 'embedded broker' : 'RabbitMQ'}; ${c.jobs} jobs; ${(c.durationMs / 1000).toFixed(0)} s of faults; ${c.workers} workers x ${c.slots} slots; ` +
         `lease TTL ${c.leaseTtlMs} ms, heartbeat ${c.heartbeatMs} ms, sweep ${c.sweepMs} ms, backoff ${c.backoffMs} ms`,
       `fault schedule ${c.faultFingerprint}, jobs ${c.jobFingerprint}; HTTP submissions ${c.httpAvailable ? 'on' : 'OFF (the API is not in this build: all went over the queue)'}`,
     );

@@ -1,8 +1,10 @@
 /**
  * One chaos run, start to end:
  *
- * 1. a RabbitMQ node of its own (never the shared one), a TCP fault proxy in front of it
- *    for the orchestrator and one for each worker;
+ * 1. on RabbitMQ: a node of its own (never the shared one), a TCP fault proxy in front of
+ *    it for the orchestrator and one for each worker. On the embedded broker: the
+ *    orchestrator runs it (`--broker-socket`), and each worker reaches it through a fault
+ *    proxy on a Unix socket of its own;
  * 2. `planrun orchestrator` and N `planrun worker`s as separate processes, each kept
  *    running by a supervisor, each recording its part of the history;
  * 3. the plan's jobs submitted over the submit queue (and HTTP, when the API is in the
@@ -22,6 +24,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Broker } from '../broker/broker.js';
+import { SocketBroker } from '../broker/embedded-socket-client.js';
+import { EmbeddedBrokerStore } from '../broker/embedded-store.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { defaultLedgerConfig, type Job } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
@@ -38,8 +42,11 @@ import { formatReport } from './report.js';
 import { Submitter } from './submitter.js';
 import { Supervised } from './supervisor.js';
 
+export type ChaosBroker = 'rabbitmq' | 'embedded';
+
 export interface ChaosOptions {
   seed: string;
+  broker: ChaosBroker;
   jobs: number;
   durationMs: number;
   workers: number;
@@ -129,6 +136,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   for (const fault of plan.faults) log(`  ${describeFault(fault)}`);
 
   let node: RabbitNode | undefined;
+  /** The embedded broker's socket (the orchestrator serves it), in the run folder. */
+  const brokerSocket = join(runDir, 'broker.sock');
+  const embedded = options.broker === 'embedded';
   const proxies = new Map<string, FaultProxy>();
   const processes: Supervised[] = [];
   let runnerBroker: Broker | undefined;
@@ -136,8 +146,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let submitter: Submitter | undefined;
   let failure: unknown;
   try {
-    node = await RabbitNode.start({ dir: dirs.rabbit, consumerTimeoutMs: options.consumerTimeoutMs, log });
-    active.nodes.add(node);
+    if (!embedded) {
+      node = await RabbitNode.start({ dir: dirs.rabbit, consumerTimeoutMs: options.consumerTimeoutMs, log });
+      active.nodes.add(node);
+    }
     const http = await detectHttp(options.cli);
     const httpPort = http ? await freePort() : undefined;
     const keys = new Map<string, string>();
@@ -148,6 +160,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
 
     const config: RunConfig = {
       seed: options.seed,
+      broker: options.broker,
       prefix,
       jobs: options.jobs,
       durationMs: options.durationMs,
@@ -171,16 +184,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     history.record({ kind: 'run_config', config });
     for (const fault of plan.faults) history.record({ kind: 'plan_fault', fault });
 
-    for (const name of ['orchestrator', ...workerNames(options.workers)]) {
-      proxies.set(name, await FaultProxy.start({ port: node.port }));
+    // The orchestrator and the embedded broker are one process: nothing to put between them.
+    for (const name of [...(embedded ? [] : ['orchestrator']), ...workerNames(options.workers)]) {
+      proxies.set(name, node ? await FaultProxy.start({ port: node.port }) : await FaultProxy.start({ path: brokerSocket }, { path: join(runDir, `${name}.sock`) }));
     }
-    const viaProxy = (name: string) => `amqp://guest:guest@127.0.0.1:${proxies.get(name)!.port}`;
+    const brokerArgs = (name: string): string[] => {
+      if (node) return ['--amqp', `amqp://guest:guest@127.0.0.1:${proxies.get(name)!.port}`];
+      if (name === 'orchestrator') return ['--broker-socket', brokerSocket, '--consumer-timeout', `${options.consumerTimeoutMs}ms`];
+      return ['--broker-socket', proxies.get(name)!.path];
+    };
 
     const topology = new Topology(prefix);
-    runnerBroker = await RabbitMqBroker.connect({ url: node.url, heartbeatSeconds: 2, retry: { initialMs: 100, maxMs: 1000 } });
-    await runnerBroker.declareQueue(topology.submitQueue);
-    const observer = new ResultObserver(runnerBroker, topology, history);
-    await observer.start();
+    const runnerRetry = { initialMs: 100, maxMs: 1000 };
+    const observer = new ResultObserver(() => runnerBroker!, topology, history);
+    // The app's side: its own connection, straight to the broker (no proxy). The embedded
+    // broker exists only once the orchestrator runs it.
+    const connectRunner = async () => {
+      runnerBroker = node
+        ? await RabbitMqBroker.connect({ url: node.url, heartbeatSeconds: 2, retry: runnerRetry })
+        : await SocketBroker.connect({ path: brokerSocket, retry: runnerRetry });
+      await runnerBroker.declareQueue(topology.submitQueue);
+      await observer.start();
+    };
+    if (!embedded) await connectRunner();
 
     const env = (actor: string): NodeJS.ProcessEnv => ({ ...process.env, [historyDirEnv]: dirs.history, [actorEnv]: actor, PLANRUN_LOG_LEVEL: 'info' });
     const orchestrator = new Supervised(
@@ -190,7 +216,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
         cli: options.cli,
         args: [
           'orchestrator',
-          '--amqp', viaProxy('orchestrator'),
+          ...brokerArgs('orchestrator'),
           '--data-dir', dirs.orchestrator,
           '--lease-ttl', `${options.leaseTtlMs}ms`,
           '--sweep-interval', `${options.sweepMs}ms`,
@@ -209,6 +235,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     active.processes.add(orchestrator);
     orchestrator.start();
     if (!(await orchestrator.waitReady(60_000))) throw new Error(`the orchestrator did not start; see ${join(dirs.logs, 'orchestrator.log')}`);
+    if (embedded) await connectRunner();
 
     const workers = new Map<string, Supervised>();
     for (const name of workerNames(options.workers)) {
@@ -219,7 +246,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
           cli: options.cli,
           args: [
             'worker',
-            '--amqp', viaProxy(name),
+            ...brokerArgs(name),
             '--jobs', options.jobTypesModule,
             '--slots', String(options.slots),
             '--heartbeat-interval', `${options.heartbeatMs}ms`,
@@ -248,14 +275,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
 
     const startedAt = Date.now();
     submitter = new Submitter({
-      broker: runnerBroker,
+      broker: runnerBroker!,
       topology,
       history,
       ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
       giveUpAt: startedAt + options.durationMs + 60_000,
     });
     submitter.schedule(plan.jobs, startedAt);
-    nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, broker: node }, history, (m) => log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`));
+    nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, ...(node ? { broker: node } : {}) }, history, (m) => log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`));
     const lastHeal = await nemesis.run(startedAt);
     log(`last fault healed at +${((lastHeal - startedAt) / 1000).toFixed(1)}s; waiting for the submissions`);
     await submitter.done();
@@ -287,11 +314,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // Let the last redeliveries and stale work messages be consumed, then stop the workers.
     await delay(Math.max(2000, 2 * options.leaseTtlMs));
     await Promise.all([...workers.values()].map((w) => w.shutdown(15_000)));
-    history.record({ kind: 'queues_final', ...(await settledQueues(node, observer.queue)) });
-    await orchestrator.shutdown(15_000);
+    if (node) history.record({ kind: 'queues_final', ...(await settledQueues(node, observer.queue)) });
+    else await delay(2000); // the orchestrator's last consumption of what the workers left
     await observer.stop();
-    await runnerBroker.close();
+    await orchestrator.shutdown(15_000);
+    await runnerBroker!.close();
     runnerBroker = undefined;
+    // Stopped, the embedded broker has put back what its consumers held: its store is what is left.
+    if (!node) history.record({ kind: 'queues_final', ...storedQueues(join(dirs.orchestrator, 'broker.db'), observer.queue) });
     await recordLedger(join(dirs.orchestrator, 'ledger.db'), history);
     history.record({ kind: 'run_end', ok: true });
   } catch (error) {
@@ -344,6 +374,25 @@ async function settledQueues(node: RabbitNode, observerQueue: string) {
     }
   } catch (error) {
     return { queues, error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/** What the embedded broker's store holds per queue once it is stopped (nothing is unacked then). */
+function storedQueues(path: string, observerQueue: string) {
+  try {
+    const store = EmbeddedBrokerStore.open(path);
+    try {
+      const { queues, messages } = store.load();
+      return {
+        queues: queues
+          .filter((name) => name.startsWith(`${prefix}.`) || name === observerQueue)
+          .map((name) => ({ name, messages: messages.filter((m) => m.queue === name).length, unacked: 0 })),
+      };
+    } finally {
+      store.close();
+    }
+  } catch (error) {
+    return { queues: [], error: error instanceof Error ? error.message : String(error) };
   }
 }
 

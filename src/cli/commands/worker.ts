@@ -31,7 +31,7 @@ export function registerWorkerCommand(program: Command): void {
     .command('worker')
     .description('run a worker: take work messages, lease each job, run it in a child process, store its outputs, settle it')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
-    .option('--broker-socket <path>', 'the embedded broker of a running `planrun up` (or PLANRUN_BROKER_SOCKET)')
+    .option('--broker-socket <path>', 'the embedded broker of a running `planrun up` or `planrun orchestrator --broker-socket` (or PLANRUN_BROKER_SOCKET)')
     .option('--jobs <module>', 'a job-types module to load as well as the built-in types (repeatable)', collect, [])
     .option('--slots <n>', 'jobs run at once', positiveIntOption, 2)
     .option('--capabilities <list>', 'comma-separated capabilities this worker offers (e.g. ffmpeg,gpu)', listOption, [])
