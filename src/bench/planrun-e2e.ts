@@ -9,10 +9,9 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Broker, Delivery } from '../broker/broker.js';
-import { EmbeddedBroker } from '../broker/embedded.js';
-import { EmbeddedBrokerServer } from '../broker/embedded-socket-server.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { silentLogger } from '../core/logger.js';
+import { EmbeddedBrokerService } from '../deploy/embedded-broker-service.js';
 import type { ResultMessage, SubmitParams } from '../ledger/ledger.js';
 import { openSqliteLedger, sqliteLedgerStats } from '../ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
@@ -42,13 +41,12 @@ export async function runPlanrun(
     let appBroker: Broker;
     let workerBroker: { amqpUrl?: string; socketPath?: string };
     if (brokerKind === 'embedded') {
-      const core = new EmbeddedBroker();
-      const socketPath = join(dir.path, 'broker.sock');
-      const server = await EmbeddedBrokerServer.listen({ broker: core, path: socketPath });
-      closers.push(() => core.close(), () => server.close());
-      orchestratorBroker = core.connect();
-      appBroker = core.connect();
-      workerBroker = { socketPath };
+      // As `planrun up` runs it: stored in the data dir, served on a Unix socket.
+      const embedded = await EmbeddedBrokerService.start(dir.path);
+      closers.push(() => embedded.stop());
+      orchestratorBroker = embedded.broker.connect();
+      appBroker = embedded.broker.connect();
+      workerBroker = { socketPath: embedded.socketPath };
     } else {
       orchestratorBroker = await RabbitMqBroker.connect({ url: env.amqpUrl });
       appBroker = await RabbitMqBroker.connect({ url: env.amqpUrl });

@@ -149,6 +149,15 @@ class RecordingBroker implements Broker {
   private recordControl(requestBody: Buffer, answerBody: Buffer): void {
     const req = parseJson(requestBody);
     const ans = parseJson(answerBody);
+    if (isRecord(req) && isRecord(ans) && req.op === 'batch' && ans.op === 'batch' && Array.isArray(req.requests) && Array.isArray(ans.answers)) {
+      const answers = ans.answers as unknown[];
+      (req.requests as unknown[]).forEach((request, i) => this.recordOne(request, answers[i]));
+      return;
+    }
+    this.recordOne(req, ans);
+  }
+
+  private recordOne(req: unknown, ans: unknown): void {
     if (!isRecord(req) || !isRecord(ans)) return;
     const { jobTypes: _jobTypes, capabilities: _capabilities, ...request } = req;
     const { input: _input, requires: _requires, ...answer } = ans;

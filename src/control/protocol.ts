@@ -1,6 +1,8 @@
 /**
  * The control plane: lease, heartbeat, fence, progress and settle, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
+ * The requests a worker makes at the same moment travel as one `batch` message, answered
+ * by one message with an answer for each, in order: one broker round trip instead of N.
  *
  * Every reply names the operation and the (job, attempt) it answers, so a late reply can
  * never be taken for the answer to another request. Refusals and errors travel as codes:
@@ -102,6 +104,25 @@ export const ControlErrorCode = {
 export type ControlErrorCode = (typeof ControlErrorCode)[keyof typeof ControlErrorCode];
 
 export type ControlAnswer = ControlReply | ControlFailure;
+
+/** Most requests in one batch message. */
+export const maxControlBatch = 128;
+
+/** Several requests in one message; each is validated and answered on its own. */
+export const controlBatch = z.object({
+  op: z.literal('batch'),
+  requests: z.array(z.unknown()).min(1).max(maxControlBatch),
+});
+
+export interface ControlBatchReply {
+  op: 'batch';
+  /** One per request, in the order of the requests. */
+  answers: ControlAnswer[];
+}
+
+export function isBatchMessage(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && (value as { op?: unknown }).op === 'batch';
+}
 
 export function encode(value: unknown): Buffer {
   return Buffer.from(JSON.stringify(value));

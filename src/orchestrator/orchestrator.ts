@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Broker, Subscription } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
-import { decode, encode, type ControlAnswer } from '../control/protocol.js';
+import { controlBatch, decode, encode, isBatchMessage, type ControlAnswer, type ControlBatchReply } from '../control/protocol.js';
 import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
@@ -142,13 +142,23 @@ export class Orchestrator {
     await this.relay.stop();
   }
 
-  private async answer(body: Buffer): Promise<ControlAnswer> {
-    let request: unknown;
+  private async answer(body: Buffer): Promise<ControlAnswer | ControlBatchReply> {
+    let message: unknown;
     try {
-      request = decode(body);
+      message = decode(body);
     } catch {
       return { op: 'error', code: 'invalid_request', message: 'control request is not JSON' };
     }
+    if (!isBatchMessage(message)) return this.answerOne(message);
+    const batch = controlBatch.safeParse(message);
+    if (!batch.success) {
+      return { op: 'error', code: 'invalid_request', message: batch.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
+    }
+    // Answered concurrently, so the batch's ledger writes share a group commit.
+    return { op: 'batch', answers: await Promise.all(batch.data.requests.map((request) => this.answerOne(request))) };
+  }
+
+  private async answerOne(request: unknown): Promise<ControlAnswer> {
     const answer = await this.control.handle(request);
     this.announce(answer);
     return answer;

@@ -2,7 +2,9 @@ import type { Broker } from '../broker/broker.js';
 import {
   decode,
   encode,
+  maxControlBatch,
   type ControlAnswer,
+  type ControlBatchReply,
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
@@ -25,12 +27,27 @@ export class ControlError extends Error {
 
 type Reply<Op extends ControlRequest['op']> = Extract<ControlAnswer, { op: Op }>;
 
+interface Pending {
+  request: ControlRequest;
+  tenant: string | undefined;
+  resolve(answer: ControlAnswer): void;
+  reject(error: unknown): void;
+}
+
 /**
  * The worker's side of the control plane: typed requests over the broker's
  * request/reply. Broker failures (timeout, disconnected) reject with the BrokerError;
  * orchestrator errors reject with a ControlError; refusals are values in the reply.
+ *
+ * Requests made in the same turn of the event loop (the leases of a burst of deliveries,
+ * the settles of jobs that ended together, a heartbeat) leave as one batch message: one
+ * broker round trip for all of them. Each still gets its own answer; a broker failure
+ * fails the whole batch, as it would have failed each request alone.
  */
 export class ControlClient {
+  private waiting: Pending[] = [];
+  private scheduled: NodeJS.Immediate | undefined;
+
   constructor(
     private readonly broker: Broker,
     private readonly topology: Topology,
@@ -58,11 +75,10 @@ export class ControlClient {
   }
 
   private async call<R extends ControlRequest>(request: R, tenant?: string): Promise<Reply<R['op']>> {
-    const body = await this.broker.request(this.topology.controlQueue, encode(request), {
-      timeoutMs: this.timeoutMs,
-      ...(tenant ? { headers: { [tenantHeader]: tenant } } : {}),
+    const answer = await new Promise<ControlAnswer>((resolve, reject) => {
+      this.waiting.push({ request, tenant, resolve, reject });
+      this.scheduled ??= setImmediate(() => this.send());
     });
-    const answer = decode(body) as ControlAnswer;
     if (answer.op === 'error') throw new ControlError(answer.code, answer.message);
     // A reply must answer this very request: same operation, same job and attempt.
     const answered = answer as { op: string; jobId?: string; attempt?: number };
@@ -71,5 +87,40 @@ export class ControlClient {
       throw new ControlError('mismatched_reply', `a ${request.op} request was answered by a ${answered.op} reply`);
     }
     return answer as Reply<R['op']>;
+  }
+
+  private send(): void {
+    this.scheduled = undefined;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (let start = 0; start < waiting.length; start += maxControlBatch) {
+      void this.sendBatch(waiting.slice(start, start + maxControlBatch));
+    }
+  }
+
+  private async sendBatch(batch: Pending[]): Promise<void> {
+    // The tenant header names the tenant when the message concerns one (every request also carries it in its body).
+    const tenants = new Set(batch.map((pending) => pending.tenant));
+    const tenant = tenants.size === 1 ? batch[0]!.tenant : undefined;
+    const single = batch.length === 1;
+    try {
+      const body = await this.broker.request(
+        this.topology.controlQueue,
+        encode(single ? batch[0]!.request : { op: 'batch', requests: batch.map((pending) => pending.request) }),
+        { timeoutMs: this.timeoutMs, ...(tenant ? { headers: { [tenantHeader]: tenant } } : {}) },
+      );
+      const reply = decode(body) as ControlAnswer | ControlBatchReply;
+      if (single || reply.op === 'error') {
+        for (const pending of batch) pending.resolve(reply as ControlAnswer);
+        return;
+      }
+      const answers = reply.op === 'batch' ? reply.answers : undefined;
+      if (!answers || answers.length !== batch.length) {
+        throw new ControlError('mismatched_reply', `a batch of ${batch.length} requests was answered by a ${reply.op} reply${answers ? ` with ${answers.length} answers` : ''}`);
+      }
+      batch.forEach((pending, i) => pending.resolve(answers[i]!));
+    } catch (error) {
+      for (const pending of batch) pending.reject(error);
+    }
   }
 }
