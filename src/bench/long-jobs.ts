@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { EmbeddedBroker } from '../broker/embedded.js';
+import { EmbeddedBrokerStore } from '../broker/embedded-store.js';
 import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { silentLogger } from '../core/logger.js';
 import { decode, encode } from '../control/protocol.js';
@@ -165,7 +166,8 @@ export async function measureQueued(profile: BenchProfile): Promise<QueuedResult
   const dir = tempDir('planrun-bench-queued-');
   const clock: Clock = systemClock;
   const ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db'), clock });
-  const core = new EmbeddedBroker();
+  // As `planrun up` runs it: every work message stored as well as held.
+  const core = new EmbeddedBroker({ store: EmbeddedBrokerStore.open(join(dir.path, 'broker.db')) });
   const topology = new Topology(`bench${randomBytes(4).toString('hex')}`);
   const orchestrator = new Orchestrator({ ledger, broker: core.connect(), topology, logger: silentLogger(), leaseTtlMs: 90_000 });
   try {
