@@ -48,7 +48,7 @@ function guardParams(ctx: SqliteContext, { row, expect }: Exit) {
   return { jobId: row.id, attempt: row.attempt, token: row.lease_token, expect, now: ctx.clock.now() };
 }
 
-function close(ctx: SqliteContext, row: JobRow, outcome: AttemptOutcome, error: SerializedError | null): JobRow {
+function close(ctx: SqliteContext, row: JobRow, outcome: AttemptOutcome, error: SerializedError | null): void {
   ctx.sql(closeAttempt).run({
     jobId: row.id,
     attempt: row.attempt,
@@ -56,13 +56,13 @@ function close(ctx: SqliteContext, row: JobRow, outcome: AttemptOutcome, error: 
     error: error ? JSON.stringify(error) : null,
     now: ctx.clock.now(),
   });
-  return ctx.sql(selectJobById).get(row.id) as JobRow;
 }
 
 export function finish(ctx: SqliteContext, exit: Exit, result: JobResult): JobRow | undefined {
   const changed = ctx.sql(finishSql).run({ ...guardParams(ctx, exit), result: JSON.stringify(result) }).changes;
   if (changed !== 1) return undefined;
-  const row = close(ctx, exit.row, 'finished', null);
+  close(ctx, exit.row, 'finished', null);
+  const row = ctx.sql(selectJobById).get(exit.row.id) as JobRow;
   enqueueResult(ctx, row);
   return row;
 }
@@ -82,7 +82,8 @@ export function fail(
     errorMessage: error.message,
   }).changes;
   if (changed !== 1) return undefined;
-  const row = close(ctx, exit.row, outcome, error);
+  close(ctx, exit.row, outcome, error);
+  const row = ctx.sql(selectJobById).get(exit.row.id) as JobRow;
   enqueueResult(ctx, row);
   return row;
 }
@@ -99,7 +100,21 @@ export function requeue(
   const changed = ctx.sql(requeueSql).run({ ...params, notBefore, redispatchAt }).changes;
   if (changed !== 1) return undefined;
   close(ctx, exit.row, outcome, error);
-  const row = ctx.sql(selectJobById).get(exit.row.id) as JobRow;
+  // The row as requeueSql left it, without reading it back: a sweep requeues thousands of
+  // rows per pass, and the read was a third of its time. Keep the two in step.
+  const row: JobRow = {
+    ...exit.row,
+    state: 'queued',
+    attempt: exit.row.attempt + 1,
+    not_before: notBefore,
+    redispatch_at: redispatchAt,
+    lease_token: null,
+    lease_holder: null,
+    lease_deadline: null,
+    progress: null,
+    progress_message: null,
+    updated_at: params.now,
+  };
   enqueueWork(ctx, row, notBefore);
   return row;
 }
