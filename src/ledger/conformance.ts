@@ -1191,6 +1191,46 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.deepEqual(await drainOutbox(ledger), []);
         }));
 
+      it('one sweep pass takes every edge at once: leases of different attempts (each its own backoff), exhausted and cancelled', () =>
+        run(async ({ ledger, clock }) => {
+          const first = [await submitAndGrant(ledger, { maxAttempts: 3 }), await submitAndGrant(ledger, { maxAttempts: 3 })];
+          // A job on its second attempt: its first attempt expired already.
+          const second = await submitAndGrant(ledger, { maxAttempts: 3 });
+          clock.advance(TTL);
+          assert.deepEqual((await ledger.sweep()).requeued.map((r) => r.jobId).sort(), [...first, second].map((g) => g.job.id).sort());
+          clock.advance(BASE);
+          const regrants = await Promise.all(first.map((g) => ledger.grantLease({ jobId: g.job.id, attempt: 2, worker: 'w2' })));
+          for (const regrant of regrants) expectGranted(regrant);
+          const onSecond = await ledger.grantLease({ jobId: second.job.id, attempt: 2, worker: 'w2' });
+          expectGranted(onSecond);
+          const last = await submitAndGrant(ledger, { maxAttempts: 1 });
+          const cancelled = await submitAndGrant(ledger, { maxAttempts: 3 });
+          await ledger.cancel({ jobId: cancelled.job.id });
+          const fresh = await submitAndGrant(ledger, { maxAttempts: 3 });
+          await drainOutbox(ledger);
+          clock.advance(TTL);
+          const report = await ledger.sweep();
+          assert.deepEqual(
+            report.requeued.map((r) => [r.jobId, r.attempt]).sort(),
+            [...first.map((g) => [g.job.id, 3]), [second.job.id, 3], [fresh.job.id, 2]].sort(),
+          );
+          assert.deepEqual([report.exhausted, report.cancelled], [[last.job.id], [cancelled.job.id]]);
+          for (const g of [...first, second]) {
+            const job = await mustGetJob(ledger, g.job.id);
+            assert.deepEqual([job.state, job.attempt, job.notBefore], ['queued', 3, clock.now() + 2 * BASE], 'after attempt 2: twice the base backoff');
+            assert.deepEqual((await ledger.getAttempts(g.job.id)).map((a) => [a.attempt, a.outcome]), [[1, 'expired'], [2, 'expired']]);
+          }
+          const freshJob = await mustGetJob(ledger, fresh.job.id);
+          assert.deepEqual([freshJob.state, freshJob.attempt, freshJob.notBefore], ['queued', 2, clock.now() + BASE]);
+          assert.deepEqual([(await mustGetJob(ledger, last.job.id)).failureReason, (await mustGetJob(ledger, cancelled.job.id)).failureReason], ['exhausted', 'cancelled']);
+          clock.advance(2 * BASE);
+          const rows = await drainOutbox(ledger);
+          const byJob = (a: { jobId: string }, b: { jobId: string }) => a.jobId.localeCompare(b.jobId);
+          const expected = [...[...first, second].map((g) => workBody(g.job, 3)), workBody(fresh.job, 2)];
+          assert.deepEqual(workRows(rows).map((r) => r.body).sort(byJob), expected.sort(byJob));
+          assert.equal(resultRows(rows, last.job.id).length + resultRows(rows, cancelled.job.id).length, 2);
+        }));
+
       it('sweep handles at most `limit` expired leases per pass and the rest on the next', () =>
         run(async ({ ledger, clock }) => {
           const jobs = [await submitAndGrant(ledger), await submitAndGrant(ledger), await submitAndGrant(ledger)];

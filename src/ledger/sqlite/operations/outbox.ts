@@ -16,7 +16,7 @@ import { type JobRow, toJob } from '../rows.js';
 
 const insertRow = `INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES (?, ?, ?, ?, ?)`;
 
-export function enqueueWork(ctx: SqliteContext, job: JobRow, availableAt: number): void {
+export function enqueueWork(ctx: SqliteContext, job: Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type'>, availableAt: number): void {
   const body = workMessage(job);
   ctx.sql(insertRow).run('work', job.id, JSON.stringify(body), ctx.clock.now(), availableAt);
 }

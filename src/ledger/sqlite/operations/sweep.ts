@@ -18,11 +18,13 @@ import type { SweepParams, SweepReport } from '../../ledger.js';
 import { expiryTransition } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { SqliteContext } from '../context.js';
-import type { JobRow } from '../rows.js';
-import { fail, requeue } from './end-attempt.js';
+import { type JobRow, selectJobById } from '../rows.js';
+import { fail, requeueExpired, type ExpiredLease } from './end-attempt.js';
 import { enqueueWork } from './outbox.js';
 
-const expiredLeases = `SELECT * FROM jobs WHERE state = 'running' AND lease_deadline <= ? ORDER BY lease_deadline LIMIT ?`;
+// The columns the expiry needs: a pass may read 10,000 rows, and most only go back to the queue.
+const expiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenant, type FROM jobs
+  WHERE state = 'running' AND lease_deadline <= ? ORDER BY lease_deadline LIMIT ?`;
 const dueRedispatches = `SELECT * FROM jobs WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
 const unsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
@@ -32,21 +34,21 @@ export function sweep(ctx: SqliteContext, params: SweepParams = {}): SweepReport
   const now = ctx.clock.now();
   const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 
-  for (const row of ctx.sql(expiredLeases).all(now, limit) as JobRow[]) {
-    const exit = { row, expect: 'expired' as const };
-    // Only the three fields the rule reads: decoding the whole row (its input JSON) for 10,000 leases costs.
-    switch (expiryTransition({ attempt: row.attempt, maxAttempts: row.max_attempts, cancelRequested: row.cancel_requested === 1 })) {
-      case 'cancel_running':
-        if (fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(row.id);
-        break;
-      case 'expire':
-        if (requeue(ctx, exit, 'expired', leaseExpiredError)) report.requeued.push({ jobId: row.id, attempt: row.attempt + 1 });
-        break;
-      case 'exhaust':
-        if (fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(row.id);
-        break;
+  const toRequeue: ExpiredLease[] = [];
+  const expired = ctx.sql(expiredLeases).all(now, limit) as Array<ExpiredLease & Pick<JobRow, 'max_attempts' | 'cancel_requested'>>;
+  for (const lease of expired) {
+    const transition = expiryTransition({ attempt: lease.attempt, maxAttempts: lease.max_attempts, cancelRequested: lease.cancel_requested === 1 });
+    if (transition === 'expire') {
+      toRequeue.push(lease);
+      continue;
     }
+    // The job ends: its result message needs the whole row.
+    const exit = { row: ctx.sql(selectJobById).get(lease.id) as JobRow, expect: 'expired' as const };
+    if (transition === 'cancel_running') {
+      if (fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(lease.id);
+    } else if (fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(lease.id);
   }
+  report.requeued.push(...requeueExpired(ctx, toRequeue, leaseExpiredError));
 
   for (const row of ctx.sql(dueRedispatches).all(now, limit) as JobRow[]) {
     // A backlog in the relay is not a lost message: wait for it rather than pile up copies.
