@@ -9,13 +9,15 @@
  *   finish        running@n -> finished            + result message
  *   fail          running@n -> failed/<reason>     + failure message
  *   requeue       running@n -> queued@n+1 after backoff + work message due then
+ *   requeueExpired  the same exit for many expired leases at once (the sweep): three
+ *                 statements per attempt number instead of three round trips per lease
  */
 import type { SerializedError } from '../../../core/errors.js';
 import { backoffFor, type JobResult } from '../../ledger.js';
 import type { AttemptOutcome, FailureReason } from '../../states.js';
 import type { PgContext } from '../context.js';
 import type { JobRow } from '../rows.js';
-import { enqueueResult, enqueueWork } from './outbox.js';
+import { enqueueResult, enqueueWork, enqueueWorkMany } from './outbox.js';
 
 /** Whether the exit requires the lease to be live (a settle) or expired (a sweep). */
 export type LeaseExpectation = 'live' | 'expired';
@@ -52,6 +54,15 @@ const statements = {
   live: { finish: finishSql('live'), fail: failSql('live'), requeue: requeueSql('live') },
   expired: { finish: finishSql('expired'), fail: failSql('expired'), requeue: requeueSql('expired') },
 };
+
+// The expired-lease guard for every job of the array $1 (rows the sweep read and locked).
+const requeueExpiredSql = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = $3,
+    redispatch_at = $4, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = $5
+  WHERE id = ANY($1::text[]) AND state = 'running' AND attempt = $2 AND lease_deadline <= $5 AND NOT cancel_requested`;
+
+const closeExpiredAttempts = `UPDATE attempts SET ended_at = $3, outcome = 'expired', error = $4
+  WHERE job_id = ANY($1::text[]) AND attempt = $2 AND ended_at IS NULL`;
 
 const closeAttempt = `UPDATE attempts SET ended_at = $3, outcome = $4, error = $5
   WHERE job_id = $1 AND attempt = $2 AND ended_at IS NULL`;
@@ -100,4 +111,40 @@ export async function requeue(ctx: PgContext, exit: Exit, outcome: AttemptOutcom
   await close(ctx, exit, outcome, error);
   await enqueueWork(ctx, row, exit.now, notBefore);
   return row;
+}
+
+/** What the sweep reads of an expired lease that goes back to the queue. */
+export type ExpiredLease = Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type'>;
+
+/**
+ * `requeue` of many expired leases in one go, for the sweep: rows it read and locked in
+ * its transaction, each running with its lease expired and no cancel asked. Row by row a
+ * 10,000-lease pass took about 10 s of round trips; grouped by attempt number (the
+ * backoff depends on it) it is three statements per group. Returns each job's new attempt.
+ */
+export async function requeueExpired(
+  ctx: PgContext,
+  leases: readonly ExpiredLease[],
+  error: SerializedError,
+  now: number,
+): Promise<Array<{ jobId: string; attempt: number }>> {
+  const byAttempt = new Map<number, ExpiredLease[]>();
+  for (const lease of leases) {
+    const group = byAttempt.get(lease.attempt);
+    if (group) group.push(lease);
+    else byAttempt.set(lease.attempt, [lease]);
+  }
+  const requeued: Array<{ jobId: string; attempt: number }> = [];
+  for (const [attempt, group] of byAttempt) {
+    const ids = group.map((lease) => lease.id);
+    const notBefore = now + backoffFor(ctx.config, attempt);
+    const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
+    const changed = await ctx.run(requeueExpiredSql, [ids, attempt, notBefore, redispatchAt, now]);
+    // The rows were read and locked in this transaction with the same guard: anything else is a bug, and rolls the sweep back.
+    if (changed !== group.length) throw new Error(`planrun ledger: sweep requeued ${changed} of ${group.length} expired leases of attempt ${attempt}`);
+    await ctx.run(closeExpiredAttempts, [ids, attempt, now, JSON.stringify(error)]);
+    await enqueueWorkMany(ctx, group.map((lease) => ({ ...lease, attempt: attempt + 1 })), now, notBefore);
+    for (const id of ids) requeued.push({ jobId: id, attempt: attempt + 1 });
+  }
+  return requeued;
 }

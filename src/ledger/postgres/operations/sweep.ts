@@ -18,14 +18,17 @@ import type { SweepParams, SweepReport } from '../../ledger.js';
 import { expiryTransition } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { PgContext } from '../context.js';
-import { type JobRow, toJob } from '../rows.js';
-import { fail, requeue } from './end-attempt.js';
+import type { JobRow } from '../rows.js';
+import { fail, requeueExpired, type ExpiredLease } from './end-attempt.js';
 import { enqueueWork } from './outbox.js';
 
-const expiredLeases = `SELECT * FROM jobs WHERE state = 'running' AND lease_deadline <= $1
+// The columns the expiry needs: a pass may read 10,000 rows, and most only go back to the queue.
+const expiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenant, type FROM jobs
+  WHERE state = 'running' AND lease_deadline <= $1
   ORDER BY lease_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`;
 const dueRedispatches = `SELECT * FROM jobs WHERE state = 'queued' AND redispatch_at <= $1
   ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const selectJob = 'SELECT * FROM jobs WHERE id = $1';
 const unsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
 
@@ -34,20 +37,21 @@ export async function sweep(ctx: PgContext, params: SweepParams = {}): Promise<S
   const now = ctx.clock.now();
   const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 
-  for (const row of await ctx.rows<JobRow>(expiredLeases, [now, limit])) {
-    const exit = { row, expect: 'expired' as const, now };
-    switch (expiryTransition(toJob(row))) {
-      case 'cancel_running':
-        if (await fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(row.id);
-        break;
-      case 'expire':
-        if (await requeue(ctx, exit, 'expired', leaseExpiredError)) report.requeued.push({ jobId: row.id, attempt: row.attempt + 1 });
-        break;
-      case 'exhaust':
-        if (await fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(row.id);
-        break;
+  const toRequeue: ExpiredLease[] = [];
+  const expired = await ctx.rows<ExpiredLease & Pick<JobRow, 'max_attempts' | 'cancel_requested'>>(expiredLeases, [now, limit]);
+  for (const lease of expired) {
+    const transition = expiryTransition({ attempt: lease.attempt, maxAttempts: lease.max_attempts, cancelRequested: lease.cancel_requested });
+    if (transition === 'expire') {
+      toRequeue.push(lease);
+      continue;
     }
+    // The job ends: its result message needs the whole row (locked above).
+    const exit = { row: (await ctx.row<JobRow>(selectJob, [lease.id]))!, expect: 'expired' as const, now };
+    if (transition === 'cancel_running') {
+      if (await fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(lease.id);
+    } else if (await fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(lease.id);
   }
+  report.requeued.push(...(await requeueExpired(ctx, toRequeue, leaseExpiredError, now)));
 
   for (const row of await ctx.rows<JobRow>(dueRedispatches, [now, limit])) {
     // A backlog in the relay is not a lost message: wait for it rather than pile up copies.
