@@ -55,6 +55,7 @@ describe('benchmark (smoke)', () => {
     positive(heartbeat.transactionsPerInterval, 'heartbeat transactions');
     positive(heartbeat.cpuMsPerInterval, 'heartbeat CPU');
     positive(sweep.onePassMs, 'sweep pass');
+    positive(sweep.postgresOnePassMs, 'sweep pass on PostgreSQL');
     positive(sweep.sweeperPasses, 'sweeper passes');
     positive((run.sections.queued as QueuedSectionResult).queued.peakRssMiB, 'queued RSS');
     for (const row of ['| 1 |', '| 2 |', '| 2f |', '| 3 |', '| 4 |', '| (3)/(2) |', '| (4)/(1) |', '| L1 |', '| L2 |', '| L3 |']) {

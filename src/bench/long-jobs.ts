@@ -16,19 +16,21 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import pg from 'pg';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { EmbeddedBrokerStore } from '../broker/embedded-store.js';
 import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { silentLogger } from '../core/logger.js';
 import { decode, encode } from '../control/protocol.js';
 import type { Ledger, SubmitParams } from '../ledger/ledger.js';
+import { openPostgresLedger } from '../ledger/postgres/postgres-ledger.js';
 import { openSqliteLedger, sqliteLedgerStats } from '../ledger/sqlite/sqlite-ledger.js';
 import { ControlHandler } from '../orchestrator/control-handler.js';
 import { Fleet } from '../orchestrator/fleet.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
 import { tempDir } from '../testing/temp-dir.js';
 import { Topology } from '../topology.js';
-import type { BenchProfile } from './options.js';
+import type { BenchEnvironment, BenchProfile } from './options.js';
 import { cpuMs, hrNow, procStatusMiB, sleep, until } from './measure.js';
 import { noopJobType } from './noop-jobs.js';
 import type { HeartbeatResult, QueuedResult, SweepResult } from './results.js';
@@ -112,7 +114,18 @@ export async function measureHeartbeats(profile: BenchProfile): Promise<Heartbea
   }
 }
 
-export async function measureSweep(profile: BenchProfile): Promise<SweepResult> {
+/** One pass expiring every lease of a fresh ledger, timed. */
+async function timeOnePass(ledger: Ledger, clock: ManualClock, profile: BenchProfile): Promise<number> {
+  await holdLeases(ledger, profile.sweepLeases, profile.heartbeatWorkers, profile.submitChunk);
+  clock.advance(leaseTtlMs + 1);
+  const t0 = hrNow();
+  const report = await ledger.sweep({ limit: profile.sweepLeases });
+  const ms = hrNow() - t0;
+  if (report.requeued.length !== profile.sweepLeases) throw new Error(`benchmark: the sweep requeued ${report.requeued.length} leases`);
+  return ms;
+}
+
+export async function measureSweep(profile: BenchProfile, env: BenchEnvironment): Promise<SweepResult> {
   const dir = tempDir('planrun-bench-sweep-');
   const clock = new ManualClock(Date.now());
   const open = (name: string) => openSqliteLedger({ path: join(dir.path, name), clock, config: { leaseTtlMs } });
@@ -121,12 +134,8 @@ export async function measureSweep(profile: BenchProfile): Promise<SweepResult> 
     // One ledger sweep pass with room for every expired lease.
     const ledger = await open('one-pass.db');
     ledgers.push(ledger);
-    await holdLeases(ledger, profile.sweepLeases, profile.heartbeatWorkers, profile.submitChunk);
-    clock.advance(leaseTtlMs + 1);
-    let t0 = hrNow();
-    const report = await ledger.sweep({ limit: profile.sweepLeases });
-    const onePassMs = hrNow() - t0;
-    if (report.requeued.length !== profile.sweepLeases) throw new Error(`benchmark: the sweep requeued ${report.requeued.length} leases`);
+    const onePassMs = await timeOnePass(ledger, clock, profile);
+    const postgresOnePassMs = await onPostgres(env.postgresUrl, clock, (pgLedger) => timeOnePass(pgLedger, clock, profile));
 
     // The orchestrator's sweeper as it runs every interval (its default limit), with what it does after each pass.
     const second = await open('sweeper.db');
@@ -144,7 +153,7 @@ export async function measureSweep(profile: BenchProfile): Promise<SweepResult> 
     let passes = 0;
     let expired = 0;
     let limit = 0;
-    t0 = hrNow();
+    const t0 = hrNow();
     for (;;) {
       const pass = await orchestrator.sweeper.runOnce();
       const n = pass.requeued.length + pass.exhausted.length + pass.cancelled.length;
@@ -155,7 +164,7 @@ export async function measureSweep(profile: BenchProfile): Promise<SweepResult> 
     }
     const sweeperTotalMs = hrNow() - t0;
     if (expired !== profile.sweepLeases) throw new Error(`benchmark: the sweeper expired ${expired} leases`);
-    return { leases: profile.sweepLeases, onePassMs, sweeperPasses: passes, sweeperTotalMs, sweeperLimit: limit };
+    return { leases: profile.sweepLeases, onePassMs, postgresOnePassMs, sweeperPasses: passes, sweeperTotalMs, sweeperLimit: limit };
   } finally {
     for (const ledger of ledgers) await ledger.close();
     dir.remove();
@@ -194,5 +203,23 @@ export async function measureQueued(profile: BenchProfile): Promise<QueuedResult
     await core.close();
     await ledger.close();
     dir.remove();
+  }
+}
+
+/** Runs `body` on a PostgreSQL ledger in a schema of its own, dropped afterwards. */
+async function onPostgres<T>(url: string, clock: ManualClock, body: (ledger: Ledger) => Promise<T>): Promise<T> {
+  const schema = `planrun_bench_${randomBytes(4).toString('hex')}`;
+  const ledger = await openPostgresLedger({ connectionString: url, schema, clock, config: { leaseTtlMs } });
+  try {
+    return await body(ledger);
+  } finally {
+    await ledger.close();
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    } finally {
+      await admin.end();
+    }
   }
 }

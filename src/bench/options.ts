@@ -68,12 +68,15 @@ export const quickProfile: BenchProfile = {
 
 export interface BenchEnvironment {
   amqpUrl: string;
+  /** The PostgreSQL the sweep is measured on as well (a schema of its own, dropped after). */
+  postgresUrl: string;
   redisHost: string;
   redisPort: number;
 }
 
 export const defaultEnvironment: BenchEnvironment = {
   amqpUrl: process.env.PLANRUN_BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  postgresUrl: process.env.PLANRUN_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
   redisHost: process.env.PLANRUN_BENCH_REDIS_HOST ?? '127.0.0.1',
   redisPort: Number(process.env.PLANRUN_BENCH_REDIS_PORT ?? 6379),
 };

@@ -51,6 +51,8 @@ export interface SweepResult {
   leases: number;
   /** One ledger sweep pass with a limit that covers every expired lease. */
   onePassMs: number;
+  /** The same pass on the PostgreSQL ledger. */
+  postgresOnePassMs: number;
   /** The orchestrator's sweeper at its default per-pass limit: passes needed, and their summed time. */
   sweeperPasses: number;
   sweeperTotalMs: number;

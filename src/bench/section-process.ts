@@ -26,7 +26,7 @@ async function run(request: SectionRequest): Promise<SectionResult> {
     case 'leases': {
       const start = load1();
       const heartbeat = await measureHeartbeats(profile);
-      const sweep = await measureSweep(profile);
+      const sweep = await measureSweep(profile, env);
       return { heartbeat, sweep, load: [start, load1()] };
     }
     case 'queued': {
