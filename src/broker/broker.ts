@@ -116,7 +116,14 @@ export interface Subscription {
 }
 
 export interface RequestOptions {
+  /** The request expires in the queue after this long, and the call rejects `timeout` then unless `waitMs` says longer. */
   timeoutMs: number;
+  /**
+   * How long to wait for the reply, if longer than `timeoutMs` (never shorter): a server
+   * that took the request before it expired may answer after `timeoutMs`, and a caller
+   * that can still use such a late answer (a lease granted to it) says how long it listens.
+   */
+  waitMs?: number;
   headers?: Record<string, HeaderValue>;
 }
 

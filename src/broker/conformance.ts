@@ -381,6 +381,35 @@ export function brokerConformance(name: string, createFixture: () => Promise<Bro
         assert.deepEqual(served, ['fresh']);
       });
 
+      test('a reply later than the timeout is received within waitMs, and only then; a request still queued at its timeout expires all the same', async (bed) => {
+        const server = await bed.connect();
+        const client = await bed.connect();
+        const queue = await bed.queue(server);
+        await server.serve(queue, async (request) => {
+          await sleep(300);
+          return body(`late ${request.body.toString()}`);
+        });
+        // Taken by the server at once, answered after 300 ms: past the timeout, within the wait.
+        const reply = await client.request(queue, body('a'), { timeoutMs: 100, waitMs: 2000 });
+        assert.equal(reply.toString(), 'late a');
+        await assertRejectsWith(client.request(queue, body('b'), { timeoutMs: 100 }), 'timeout');
+        await assert.rejects(client.request(queue, body('c'), { timeoutMs: 100, waitMs: 50 }), RangeError);
+
+        // The wait does not keep a request alive in the queue: nobody serves this one in time.
+        const idle = await bed.queue(client);
+        const started = Date.now();
+        const unserved = client.request(idle, body('stale'), { timeoutMs: 100, waitMs: 600 });
+        await sleep(200);
+        const served: string[] = [];
+        await server.serve(idle, (request) => {
+          served.push(request.body.toString());
+          return body('ok');
+        });
+        await assertRejectsWith(unserved, 'timeout');
+        assert.ok(Date.now() - started >= 590, 'rejects at the end of the wait');
+        assert.deepEqual(served, []);
+      });
+
       test('a request to a queue that does not exist rejects with unroutable', async (bed) => {
         const client = await bed.connect();
         await assertRejectsWith(client.request(uniqueName('missing'), body('x'), { timeoutMs: 5000 }), 'unroutable');

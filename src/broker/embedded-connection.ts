@@ -14,7 +14,7 @@ import {
 import type { EmbeddedBroker, OutgoingMessage } from './embedded.js';
 import { EmbeddedSubscription, type SubscriptionHost } from './embedded-subscription.js';
 import { BrokerEvents } from './events.js';
-import { requirePrefetch, requireTtl } from './options.js';
+import { requirePrefetch, requireTtl, requireWait } from './options.js';
 import { PendingRequests, serveRequests } from './rpc.js';
 
 /** One client of the embedded broker; closing it is what a lost connection is to RabbitMQ. */
@@ -98,7 +98,7 @@ export class EmbeddedConnection implements Broker {
     this.ensureOpen();
     const timeoutMs = requireTtl('timeoutMs', options.timeoutMs);
     const correlationId = randomUUID();
-    const reply = this.requests.wait(correlationId, queue, timeoutMs);
+    const reply = this.requests.wait(correlationId, queue, requireWait(timeoutMs, options.waitMs));
     try {
       this.core.sendToQueue(queue, {
         body,

@@ -28,7 +28,7 @@ import { encodeBody, requireSocketPath, type Operation, type WirePublishOptions 
 import { Link, type LinkReceiver } from './embedded-socket-link.js';
 import { SocketSubscription, type SubscriptionHost } from './embedded-socket-subscription.js';
 import { BrokerEvents } from './events.js';
-import { requirePrefetch, requireTtl } from './options.js';
+import { requirePrefetch, requireTtl, requireWait } from './options.js';
 import { serveRequests } from './rpc.js';
 
 export interface SocketBrokerOptions {
@@ -140,9 +140,10 @@ export class SocketBroker implements Broker {
   async request(queue: string, body: Buffer, options: RequestOptions): Promise<Buffer> {
     this.ensureOpen();
     const timeoutMs = requireTtl('timeoutMs', options.timeoutMs);
+    const waitMs = requireWait(timeoutMs, options.waitMs);
     const reply = await this.call(
-      { op: 'request', queue, body: encodeBody(body), timeoutMs, headers: options.headers },
-      timeoutMs + requestGuardMs,
+      { op: 'request', queue, body: encodeBody(body), timeoutMs, ...(waitMs === timeoutMs ? {} : { waitMs }), headers: options.headers },
+      waitMs + requestGuardMs,
     );
     return Buffer.from(reply ?? '', 'base64');
   }

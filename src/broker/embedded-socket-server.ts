@@ -204,6 +204,7 @@ class Session {
       case 'request': {
         const reply = await connection.request(call.queue, decodeBody(call.body), {
           timeoutMs: call.timeoutMs,
+          ...(call.waitMs === undefined ? {} : { waitMs: call.waitMs }),
           headers: call.headers,
         });
         return reply.toString('base64');

@@ -100,9 +100,9 @@ export class ConfirmPublisher {
   }
 
   /** Publishes a request that expires with its timeout, and waits for the reply. */
-  request(queue: string, body: Buffer, timeoutMs: number, headers: Record<string, HeaderValue> | undefined): Promise<Buffer> {
+  request(queue: string, body: Buffer, timeoutMs: number, waitMs: number, headers: Record<string, HeaderValue> | undefined): Promise<Buffer> {
     const correlationId = randomUUID();
-    const reply = this.requests.wait(correlationId, queue, timeoutMs);
+    const reply = this.requests.wait(correlationId, queue, waitMs);
     const properties: Options.Publish = { correlationId, replyTo: directReplyTo, expiration: String(timeoutMs), headers };
     // Not persistent: a request outliving a broker restart would be past its timeout anyway.
     this.sendToQueue(queue, body, properties).catch((error: Error) => this.requests.fail(correlationId, error));

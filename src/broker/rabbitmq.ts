@@ -13,7 +13,7 @@ import {
 } from './broker.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
 import { BrokerEvents } from './events.js';
-import { requirePrefetch, requireTtl } from './options.js';
+import { requirePrefetch, requireTtl, requireWait } from './options.js';
 import { brokerErrorFrom } from './rabbitmq-errors.js';
 import { ConfirmPublisher } from './rabbitmq-publisher.js';
 import { RabbitSubscription, type SubscriptionHost } from './rabbitmq-subscription.js';
@@ -177,8 +177,9 @@ export class RabbitMqBroker implements Broker {
 
   async request(queue: string, body: Buffer, options: RequestOptions): Promise<Buffer> {
     const timeoutMs = requireTtl('timeoutMs', options.timeoutMs);
+    const waitMs = requireWait(timeoutMs, options.waitMs);
     const publisher = await this.openPublisher();
-    return publisher.request(queue, body, timeoutMs, options.headers);
+    return publisher.request(queue, body, timeoutMs, waitMs, options.headers);
   }
 
   serve(queue: string, handler: RequestHandler, options?: ServeOptions): Promise<Subscription> {

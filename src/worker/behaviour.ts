@@ -6,6 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Broker } from '../broker/broker.js';
+import { decode, encode } from '../control/protocol.js';
+import { systemClock } from '../core/clock.js';
+import { ControlHandler } from '../orchestrator/control-handler.js';
+import { Fleet } from '../orchestrator/fleet.js';
 import { Harness } from '../testing/harness.js';
 import { waitFor } from '../testing/wait.js';
 
@@ -233,6 +237,45 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         assert.equal(result.body.attempt, 1);
         assert.equal(harness.runs(job.id).length, 1);
         await app.close();
+      }));
+
+    it('a lease granted after the worker stopped waiting is used at once, not left to run out', () =>
+      withHarness({}, async (harness) => {
+        // The orchestrator takes the first lease request and answers it late (as after a cut it had
+        // not noticed); everything else is answered at once, by the same rules.
+        await harness.orchestrator.stop();
+        const handler = new ControlHandler(harness.ledger, new Fleet(systemClock, 60_000), { leaseTtlMs: 2000 });
+        let delayed = 0;
+        const answerOne = async (request: unknown) => {
+          if ((request as { op?: string }).op === 'lease' && delayed++ === 0) await new Promise((resolve) => setTimeout(resolve, 600));
+          return handler.handle(request);
+        };
+        const standIn = await connections.connect();
+        await standIn.serve(harness.topology.controlQueue, async ({ body }) => {
+          const message = decode(body) as { op?: string; requests?: unknown[] };
+          const answer = message.op === 'batch' ? { op: 'batch', answers: await Promise.all(message.requests!.map(answerOne)) } : await answerOne(message);
+          return encode(answer);
+        });
+        // The message the worker gives back comes again only after 3 s: well after the late grant.
+        const { events } = await harness.startWorker(await connections.connect(), { timing: { controlTimeoutMs: 300, redeliveryDelayMs: 3000 } });
+        const { job } = await harness.ledger.submit({ tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog } });
+        const app = await connections.connect();
+        const work = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
+        await app.sendToQueue(harness.topology.workQueue('probe'), work, { messageId: `${job.id}@1`, headers: { 'planrun-tenant': 'acme' } });
+        const started = Date.now();
+        const finished = await waitFor('the job finished on its first attempt', async () => {
+          const stored = await harness.ledger.getJob(job.id);
+          return stored?.state === 'finished' ? stored : undefined;
+        }, 10_000);
+        assert.ok(Date.now() - started < 2500, `finished ${Date.now() - started} ms after the work message: before any redelivery`);
+        assert.equal(finished.attempt, 1);
+        assert.ok(events.some((e) => e.type === 'lease_granted' && e.late === true), 'the late grant was used');
+        assert.equal(harness.runs(job.id).length, 1);
+        // The redelivery that comes later is dropped as a duplicate, and runs nothing.
+        await waitFor('the redelivery dropped', () => events.some((e) => e.type === 'duplicate_dropped' && e.jobId === job.id), 10_000);
+        assert.equal(harness.runs(job.id).length, 1);
+        await app.close();
+        await standIn.close();
       }));
 
     it('a cancelled running job is stopped and fails as cancelled', () =>

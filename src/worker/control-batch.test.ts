@@ -12,6 +12,7 @@ import type { Ledger } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
 import { tempDir } from '../testing/temp-dir.js';
+import { waitFor } from '../testing/wait.js';
 import { Topology } from '../topology.js';
 import { ControlClient, ControlError } from './control-client.js';
 
@@ -111,5 +112,39 @@ describe('control requests in batches', () => {
       silent.progress({ jobId: 'b', attempt: 1, tenant: 'acme', token: 't', fraction: 0.5 }),
     ]);
     assert.deepEqual(outcomes.map((o) => o.status === 'rejected' && isBrokerError(o.reason, 'timeout')), [true, true]);
+  });
+
+  it('hands a lease granted after the caller gave up to onLateGrant; the other requests of its batch just time out', async () => {
+    const topology = new Topology('late');
+    const server = core.connect();
+    await server.declareQueue(topology.controlQueue);
+    await server.serve(topology.controlQueue, async ({ body }) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      type Request = { op: string; jobId: string; attempt: number };
+      const message = JSON.parse(body.toString()) as Request | { op: 'batch'; requests: Request[] };
+      const answer = (r: Request) =>
+        r.op === 'lease'
+          ? { op: 'lease', jobId: r.jobId, attempt: r.attempt, granted: true, token: 't', ttlMs: 60_000, input: {}, requires: [] }
+          : { op: 'fence', jobId: r.jobId, attempt: r.attempt, live: true, ttlMs: 60_000 };
+      return Buffer.from(JSON.stringify('requests' in message ? { op: 'batch', answers: message.requests.map(answer) } : answer(message)));
+    });
+    const late: unknown[] = [];
+    const listening = new ControlClient(broker, topology, 100, 2000);
+    const started = Date.now();
+    const outcomes = await Promise.allSettled([
+      listening.lease({ jobId: 'j1', attempt: 1, tenant: 'acme', worker: 'w1' }, (reply) => late.push(reply)),
+      listening.fence({ jobId: 'j2', attempt: 1, tenant: 'acme', token: 't' }),
+    ]);
+    assert.ok(Date.now() - started < 280, 'both callers told on time');
+    assert.deepEqual(outcomes.map((o) => o.status === 'rejected' && isBrokerError(o.reason, 'timeout')), [true, true]);
+    await waitFor('the late grant', () => late.length === 1, 2000);
+    assert.deepEqual(late, [{ op: 'lease', jobId: 'j1', attempt: 1, granted: true, token: 't', ttlMs: 60_000, input: {}, requires: [] }]);
+
+    // Without a late window, nobody listens after the timeout.
+    const deaf = new ControlClient(broker, topology, 100);
+    const missed: unknown[] = [];
+    await assert.rejects(deaf.lease({ jobId: 'j3', attempt: 1, tenant: 'acme', worker: 'w1' }, (reply) => missed.push(reply)), (error: unknown) => isBrokerError(error, 'timeout'));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    assert.deepEqual(missed, []);
   });
 });

@@ -1,4 +1,4 @@
-import type { Broker } from '../broker/broker.js';
+import { BrokerError, type Broker } from '../broker/broker.js';
 import {
   decode,
   encode,
@@ -32,6 +32,10 @@ interface Pending {
   tenant: string | undefined;
   resolve(answer: ControlAnswer): void;
   reject(error: unknown): void;
+  /** Told the answer when it comes after the caller was told `timeout` (leases only). */
+  late: ((answer: ControlAnswer) => void) | undefined;
+  gaveUp: boolean;
+  timer: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -43,6 +47,12 @@ interface Pending {
  * the settles of jobs that ended together, a heartbeat) leave as one batch message: one
  * broker round trip for all of them. Each still gets its own answer; a broker failure
  * fails the whole batch, as it would have failed each request alone.
+ *
+ * A lease the orchestrator grants after the worker stopped waiting (it had taken the
+ * request before the cut, and answers after the heal) is not thrown away: for
+ * `lateWindowMs` after the timeout the client keeps listening, and hands such a grant to
+ * the caller's `onLateGrant`, who may still run the job. Otherwise the grant would sit
+ * unused until its lease ran out, and cost the job an attempt.
  */
 export class ControlClient {
   private waiting: Pending[] = [];
@@ -52,10 +62,16 @@ export class ControlClient {
     private readonly broker: Broker,
     private readonly topology: Topology,
     private readonly timeoutMs: number,
+    private readonly lateWindowMs = 0,
   ) {}
 
-  lease(request: Omit<Extract<ControlRequest, { op: 'lease' }>, 'op'>): Promise<LeaseReply> {
-    return this.call({ op: 'lease', ...request }, request.tenant);
+  lease(request: Omit<Extract<ControlRequest, { op: 'lease' }>, 'op'>, onLateGrant?: (reply: LeaseReply & { granted: true }) => void): Promise<LeaseReply> {
+    const late = onLateGrant
+      ? (answer: ControlAnswer) => {
+          if (answer.op === 'lease' && answer.granted && answer.jobId === request.jobId && answer.attempt === request.attempt) onLateGrant(answer);
+        }
+      : undefined;
+    return this.call({ op: 'lease', ...request }, request.tenant, late);
   }
 
   heartbeat(request: Omit<Extract<ControlRequest, { op: 'heartbeat' }>, 'op'>): Promise<HeartbeatReply> {
@@ -74,9 +90,17 @@ export class ControlClient {
     return this.call({ op: 'settle', ...request }, request.tenant);
   }
 
-  private async call<R extends ControlRequest>(request: R, tenant?: string): Promise<Reply<R['op']>> {
+  private async call<R extends ControlRequest>(request: R, tenant?: string, late?: (answer: ControlAnswer) => void): Promise<Reply<R['op']>> {
     const answer = await new Promise<ControlAnswer>((resolve, reject) => {
-      this.waiting.push({ request, tenant, resolve, reject });
+      const pending: Pending = { request, tenant, resolve, reject, late, gaveUp: false, timer: undefined };
+      if (this.lateWindowMs > 0) {
+        // The broker waits longer for a batch that listens for late grants; every caller still gives up on time.
+        pending.timer = setTimeout(() => {
+          pending.gaveUp = true;
+          reject(new BrokerError('timeout', `no answer to the ${request.op} request within ${this.timeoutMs} ms`));
+        }, this.timeoutMs);
+      }
+      this.waiting.push(pending);
       this.scheduled ??= setImmediate(() => this.send());
     });
     if (answer.op === 'error') throw new ControlError(answer.code, answer.message);
@@ -103,24 +127,39 @@ export class ControlClient {
     const tenants = new Set(batch.map((pending) => pending.tenant));
     const tenant = tenants.size === 1 ? batch[0]!.tenant : undefined;
     const single = batch.length === 1;
+    const listensLate = this.lateWindowMs > 0 && batch.some((pending) => pending.late);
     try {
       const body = await this.broker.request(
         this.topology.controlQueue,
         encode(single ? batch[0]!.request : { op: 'batch', requests: batch.map((pending) => pending.request) }),
-        { timeoutMs: this.timeoutMs, ...(tenant ? { headers: { [tenantHeader]: tenant } } : {}) },
+        {
+          timeoutMs: this.timeoutMs,
+          ...(listensLate ? { waitMs: this.timeoutMs + this.lateWindowMs } : {}),
+          ...(tenant ? { headers: { [tenantHeader]: tenant } } : {}),
+        },
       );
       const reply = decode(body) as ControlAnswer | ControlBatchReply;
       if (single || reply.op === 'error') {
-        for (const pending of batch) pending.resolve(reply as ControlAnswer);
+        for (const pending of batch) answer(pending, reply as ControlAnswer);
         return;
       }
       const answers = reply.op === 'batch' ? reply.answers : undefined;
       if (!answers || answers.length !== batch.length) {
         throw new ControlError('mismatched_reply', `a batch of ${batch.length} requests was answered by a ${reply.op} reply${answers ? ` with ${answers.length} answers` : ''}`);
       }
-      batch.forEach((pending, i) => pending.resolve(answers[i]!));
+      batch.forEach((pending, i) => answer(pending, answers[i]!));
     } catch (error) {
-      for (const pending of batch) pending.reject(error);
+      for (const pending of batch) {
+        clearTimeout(pending.timer);
+        if (!pending.gaveUp) pending.reject(error);
+      }
     }
   }
+}
+
+/** Gives a request its answer, or, if its caller gave up meanwhile, to whoever listens for late answers. */
+function answer(pending: Pending, reply: ControlAnswer): void {
+  clearTimeout(pending.timer);
+  if (!pending.gaveUp) pending.resolve(reply);
+  else pending.late?.(reply);
 }

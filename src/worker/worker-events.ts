@@ -5,7 +5,8 @@ import type { SerializedError } from '../core/errors.js';
 export type WorkerEvent =
   | { type: 'duplicate_dropped'; jobId: string; attempt: number }
   | { type: 'admission_refused'; jobId: string; attempt: number; reason: string }
-  | { type: 'lease_granted'; jobId: string; attempt: number; token: string }
+  /** `late`: granted after the worker had stopped waiting for the answer, and used all the same. */
+  | { type: 'lease_granted'; jobId: string; attempt: number; token: string; late?: true }
   | { type: 'lease_refused'; jobId: string; attempt: number; reason: string }
   | { type: 'lease_lost'; jobId: string; attempt: number; reason: string }
   | { type: 'progress'; jobId: string; attempt: number; fraction: number }

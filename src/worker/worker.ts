@@ -7,6 +7,7 @@ import { type SerializedError } from '../core/errors.js';
 import type { JobResult, WorkMessage } from '../ledger/ledger.js';
 import { defaultTopology, tenantHeader, type Topology } from '../topology.js';
 import { Admission } from './admission.js';
+import type { LeaseReply } from '../control/protocol.js';
 import { ControlClient } from './control-client.js';
 import { DedupMemory } from './dedup.js';
 import { LeaseBook, type HeldLease } from './lease-book.js';
@@ -50,6 +51,8 @@ export interface WorkerTiming {
   heartbeatIntervalMs: number;
   /** How long a control request waits for the orchestrator. */
   controlTimeoutMs: number;
+  /** After a lease request timed out, how much longer a late grant is still listened for (and used if it can be). */
+  lateGrantWindowMs: number;
   /** How long a message this worker cannot take now is held before it goes back. */
   redeliveryDelayMs: number;
   /** Fraction of the lease TTL kept as a margin for clock-rate drift. */
@@ -63,6 +66,7 @@ export interface WorkerTiming {
 export const defaultWorkerTiming: WorkerTiming = {
   heartbeatIntervalMs: 30_000,
   controlTimeoutMs: 5_000,
+  lateGrantWindowMs: 60_000,
   redeliveryDelayMs: 1_000,
   leaseSafetyFraction: 0.1,
   deadlineCheckIntervalMs: 250,
@@ -70,6 +74,8 @@ export const defaultWorkerTiming: WorkerTiming = {
 };
 
 export const defaultOutputReserveBytes = 64 * 1024 * 1024;
+
+type GrantedLease = Extract<LeaseReply, { granted: true }>;
 
 interface RunningJob {
   lease: HeldLease;
@@ -115,7 +121,7 @@ export class Worker {
     this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.clock = options.clock ?? systemClock;
     this.timing = { ...defaultWorkerTiming, ...options.timing };
-    this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs);
+    this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs, this.timing.lateGrantWindowMs);
     this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
     this.leases = new LeaseBook(this.clock);
     // A worker offers (consumes, and reports to the fleet) only the types it can run.
@@ -258,7 +264,7 @@ export class Worker {
       return;
     }
     const admissionKey = `${work.jobId}@${work.attempt}`;
-    const decision = await this.admission.admit(admissionKey, type.outputReserveBytes ?? this.options.defaultOutputReserveBytes ?? defaultOutputReserveBytes);
+    const decision = await this.admission.admit(admissionKey, this.reserveOf(type));
     if (!decision.admitted) {
       this.events.emit({ type: 'admission_refused', jobId: work.jobId, attempt: work.attempt, reason: decision.reason! });
       this.options.logger.info({ jobId: work.jobId, reason: decision.reason, detail: decision.detail }, 'not admitted; message goes back');
@@ -268,18 +274,13 @@ export class Worker {
     }
     this.dedup.remember(work.jobId, work.attempt);
     void this.updateFlowControl();
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      this.admission.release(admissionKey);
-      // Before flow control looks: a waiting delivery takes the slot, and consuming stays paused.
-      this.slotFreed();
-      void this.updateFlowControl();
-    };
+    const release = this.releaser(admissionKey);
     try {
       const sentAt = this.clock.now();
-      const reply = await this.control.lease({ jobId: work.jobId, attempt: work.attempt, tenant: work.tenant, worker: this.id });
+      const reply = await this.control.lease(
+        { jobId: work.jobId, attempt: work.attempt, tenant: work.tenant, worker: this.id },
+        (late) => void this.useLateGrant(work, type, late, sentAt),
+      );
       // Ack-early: granted or refused, the broker is done with this message now.
       delivery.ack();
       if (!reply.granted) {
@@ -287,12 +288,13 @@ export class Worker {
         release();
         return;
       }
-      const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, this.safeTtl(reply.ttlMs));
-      const job: RunningJob = { lease, type, lastProgressSentAt: 0 };
-      this.running.set(work.jobId, job);
-      this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token });
-      this.heartbeatAfterGrant();
-      void this.runJob(job, reply.input).finally(release);
+      if (this.running.get(work.jobId)?.lease.attempt === work.attempt) {
+        // A late grant of an earlier request for this very attempt is running it already (the same lease, renewed).
+        this.events.emit({ type: 'duplicate_dropped', jobId: work.jobId, attempt: work.attempt });
+        release();
+        return;
+      }
+      this.startJob(work, type, reply, sentAt, release);
     } catch (error) {
       // The orchestrator did not answer: keep nothing, ack nothing; the message comes back.
       this.dedup.forget(work.jobId, work.attempt);
@@ -300,6 +302,62 @@ export class Worker {
       this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'lease request failed; message goes back');
       this.giveBack(delivery);
     }
+  }
+
+  private reserveOf(type: JobType): number {
+    return type.outputReserveBytes ?? this.options.defaultOutputReserveBytes ?? defaultOutputReserveBytes;
+  }
+
+  /** Frees the admission slot of one delivery, once however often it is called. */
+  private releaser(admissionKey: string): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.admission.release(admissionKey);
+      // Before flow control looks: a waiting delivery takes the slot, and consuming stays paused.
+      this.slotFreed();
+      void this.updateFlowControl();
+    };
+  }
+
+  private startJob(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number, release: () => void, late = false): void {
+    const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, this.safeTtl(reply.ttlMs));
+    const job: RunningJob = { lease, type, lastProgressSentAt: 0 };
+    this.running.set(work.jobId, job);
+    this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
+    this.heartbeatAfterGrant();
+    void this.runJob(job, reply.input).finally(release);
+  }
+
+  /**
+   * A lease granted after this worker stopped waiting for it (the orchestrator had taken
+   * the request before a cut and answered after it): run the job if it still can: not
+   * stopping, not running it already (a redelivery of the same message may have been
+   * leased here again), a free slot, and the lease not near its end by the local clock,
+   * counted from when the request was sent. Otherwise the lease runs out unused, as before.
+   */
+  private async useLateGrant(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number): Promise<void> {
+    const usable = () => !this.stopping && !this.running.has(work.jobId) && this.clock.now() < sentAt + this.safeTtl(reply.ttlMs);
+    if (!usable()) return;
+    // A key of its own: a redelivery of the same message may hold `<job>@<attempt>` right now.
+    const admissionKey = `${work.jobId}@${work.attempt}/late`;
+    let decision;
+    try {
+      decision = await this.admission.admit(admissionKey, this.reserveOf(type));
+    } catch (error) {
+      this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'late lease grant not used: admission failed');
+      return;
+    }
+    if (!decision.admitted) return;
+    const release = this.releaser(admissionKey);
+    if (!usable()) {
+      release();
+      return;
+    }
+    this.dedup.remember(work.jobId, work.attempt);
+    void this.updateFlowControl();
+    this.startJob(work, type, reply, sentAt, release, true);
   }
 
   private safeTtl(ttlMs: number): number {
