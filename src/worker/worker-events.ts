@@ -8,6 +8,8 @@ export type WorkerEvent =
   /** `late`: granted after the worker had stopped waiting for the answer, and used all the same. */
   | { type: 'lease_granted'; jobId: string; attempt: number; token: string; late?: true }
   | { type: 'lease_refused'; jobId: string; attempt: number; reason: string }
+  /** A lease granted after the worker stopped waiting, that it could not use: the lease runs out unused. */
+  | { type: 'late_grant_unused'; jobId: string; attempt: number; reason: 'stopping' | 'running' | 'lease_near_end' | 'not_admitted' }
   | { type: 'lease_lost'; jobId: string; attempt: number; reason: string }
   | { type: 'progress'; jobId: string; attempt: number; fraction: number }
   | { type: 'fenced_out'; jobId: string; attempt: number; reason: string }

@@ -338,8 +338,12 @@ export class Worker {
    * counted from when the request was sent. Otherwise the lease runs out unused, as before.
    */
   private async useLateGrant(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number): Promise<void> {
-    const usable = () => !this.stopping && !this.running.has(work.jobId) && this.clock.now() < sentAt + this.safeTtl(reply.ttlMs);
-    if (!usable()) return;
+    const unusable = () =>
+      this.stopping ? 'stopping' : this.running.has(work.jobId) ? 'running' : this.clock.now() >= sentAt + this.safeTtl(reply.ttlMs) ? 'lease_near_end' : undefined;
+    const unused = (reason: 'stopping' | 'running' | 'lease_near_end' | 'not_admitted') =>
+      this.events.emit({ type: 'late_grant_unused', jobId: work.jobId, attempt: work.attempt, reason });
+    const before = unusable();
+    if (before) return unused(before);
     // A key of its own: a redelivery of the same message may hold `<job>@<attempt>` right now.
     const admissionKey = `${work.jobId}@${work.attempt}/late`;
     let decision;
@@ -347,13 +351,14 @@ export class Worker {
       decision = await this.admission.admit(admissionKey, this.reserveOf(type));
     } catch (error) {
       this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'late lease grant not used: admission failed');
-      return;
+      return unused('not_admitted');
     }
-    if (!decision.admitted) return;
+    if (!decision.admitted) return unused('not_admitted');
     const release = this.releaser(admissionKey);
-    if (!usable()) {
+    const after = unusable();
+    if (after) {
       release();
-      return;
+      return unused(after);
     }
     this.dedup.remember(work.jobId, work.attempt);
     void this.updateFlowControl();
