@@ -49,3 +49,14 @@ export function expiryTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'can
   if (job.cancelRequested) return 'cancel_running';
   return job.attempt < job.maxAttempts ? 'expire' : 'exhaust';
 }
+
+/** Expired leases grouped by attempt number: the backoff of a requeue depends on it, so a sweep requeues one group at a time. */
+export function groupByAttempt<T extends { attempt: number }>(leases: readonly T[]): Map<number, T[]> {
+  const groups = new Map<number, T[]>();
+  for (const lease of leases) {
+    const group = groups.get(lease.attempt);
+    if (group) group.push(lease);
+    else groups.set(lease.attempt, [lease]);
+  }
+  return groups;
+}

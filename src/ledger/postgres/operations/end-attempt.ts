@@ -14,6 +14,7 @@
  */
 import type { SerializedError } from '../../../core/errors.js';
 import { backoffFor, type JobResult } from '../../ledger.js';
+import { groupByAttempt } from '../../shared/lease-rules.js';
 import type { AttemptOutcome, FailureReason } from '../../states.js';
 import type { PgContext } from '../context.js';
 import type { JobRow } from '../rows.js';
@@ -128,14 +129,8 @@ export async function requeueExpired(
   error: SerializedError,
   now: number,
 ): Promise<Array<{ jobId: string; attempt: number }>> {
-  const byAttempt = new Map<number, ExpiredLease[]>();
-  for (const lease of leases) {
-    const group = byAttempt.get(lease.attempt);
-    if (group) group.push(lease);
-    else byAttempt.set(lease.attempt, [lease]);
-  }
   const requeued: Array<{ jobId: string; attempt: number }> = [];
-  for (const [attempt, group] of byAttempt) {
+  for (const [attempt, group] of groupByAttempt(leases)) {
     const ids = group.map((lease) => lease.id);
     const notBefore = now + backoffFor(ctx.config, attempt);
     const redispatchAt = notBefore + ctx.config.redispatchAfterMs;

@@ -13,6 +13,7 @@
  */
 import type { SerializedError } from '../../../core/errors.js';
 import { backoffFor, type JobResult } from '../../ledger.js';
+import { groupByAttempt } from '../../shared/lease-rules.js';
 import type { AttemptOutcome, FailureReason } from '../../states.js';
 import type { SqliteContext } from '../context.js';
 import { type JobRow, selectJobById } from '../rows.js';
@@ -141,14 +142,8 @@ export type ExpiredLease = Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type'>;
  */
 export function requeueExpired(ctx: SqliteContext, leases: readonly ExpiredLease[], error: SerializedError): Array<{ jobId: string; attempt: number }> {
   const now = ctx.clock.now();
-  const byAttempt = new Map<number, ExpiredLease[]>();
-  for (const lease of leases) {
-    const group = byAttempt.get(lease.attempt);
-    if (group) group.push(lease);
-    else byAttempt.set(lease.attempt, [lease]);
-  }
   const requeued: Array<{ jobId: string; attempt: number }> = [];
-  for (const [attempt, group] of byAttempt) {
+  for (const [attempt, group] of groupByAttempt(leases)) {
     const ids = JSON.stringify(group.map((lease) => lease.id));
     const notBefore = now + backoffFor(ctx.config, attempt);
     const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
