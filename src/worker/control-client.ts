@@ -92,15 +92,7 @@ export class ControlClient {
 
   private async call<R extends ControlRequest>(request: R, tenant?: string, late?: (answer: ControlAnswer) => void): Promise<Reply<R['op']>> {
     const answer = await new Promise<ControlAnswer>((resolve, reject) => {
-      const pending: Pending = { request, tenant, resolve, reject, late, gaveUp: false, timer: undefined };
-      if (this.lateWindowMs > 0) {
-        // The broker waits longer for a batch that listens for late grants; every caller still gives up on time.
-        pending.timer = setTimeout(() => {
-          pending.gaveUp = true;
-          reject(new BrokerError('timeout', `no answer to the ${request.op} request within ${this.timeoutMs} ms`));
-        }, this.timeoutMs);
-      }
-      this.waiting.push(pending);
+      this.waiting.push({ request, tenant, resolve, reject, late, gaveUp: false, timer: undefined });
       this.scheduled ??= setImmediate(() => this.send());
     });
     if (answer.op === 'error') throw new ControlError(answer.code, answer.message);
@@ -128,6 +120,15 @@ export class ControlClient {
     const tenant = tenants.size === 1 ? batch[0]!.tenant : undefined;
     const single = batch.length === 1;
     const listensLate = this.lateWindowMs > 0 && batch.some((pending) => pending.late);
+    if (listensLate) {
+      // The broker waits longer for this batch than its callers do: each caller still gives up on time.
+      for (const pending of batch) {
+        pending.timer = setTimeout(() => {
+          pending.gaveUp = true;
+          pending.reject(new BrokerError('timeout', `no answer to the ${pending.request.op} request within ${this.timeoutMs} ms`));
+        }, this.timeoutMs);
+      }
+    }
     try {
       const body = await this.broker.request(
         this.topology.controlQueue,

@@ -76,6 +76,7 @@ export const defaultWorkerTiming: WorkerTiming = {
 export const defaultOutputReserveBytes = 64 * 1024 * 1024;
 
 type GrantedLease = Extract<LeaseReply, { granted: true }>;
+type LateGrantUnused = Extract<WorkerEvent, { type: 'late_grant_unused' }>['reason'];
 
 interface RunningJob {
   lease: HeldLease;
@@ -338,10 +339,13 @@ export class Worker {
    * counted from when the request was sent. Otherwise the lease runs out unused, as before.
    */
   private async useLateGrant(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number): Promise<void> {
-    const unusable = () =>
-      this.stopping ? 'stopping' : this.running.has(work.jobId) ? 'running' : this.clock.now() >= sentAt + this.safeTtl(reply.ttlMs) ? 'lease_near_end' : undefined;
-    const unused = (reason: 'stopping' | 'running' | 'lease_near_end' | 'not_admitted') =>
-      this.events.emit({ type: 'late_grant_unused', jobId: work.jobId, attempt: work.attempt, reason });
+    const unusable = (): LateGrantUnused | undefined => {
+      if (this.stopping) return 'stopping';
+      if (this.running.has(work.jobId)) return 'running';
+      if (this.clock.now() >= sentAt + this.safeTtl(reply.ttlMs)) return 'lease_near_end';
+      return undefined;
+    };
+    const unused = (reason: LateGrantUnused) => this.events.emit({ type: 'late_grant_unused', jobId: work.jobId, attempt: work.attempt, reason });
     const before = unusable();
     if (before) return unused(before);
     // A key of its own: a redelivery of the same message may hold `<job>@<attempt>` right now.

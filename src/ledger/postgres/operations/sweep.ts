@@ -18,7 +18,7 @@ import type { SweepParams, SweepReport } from '../../ledger.js';
 import { expiryTransition } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { PgContext } from '../context.js';
-import type { JobRow } from '../rows.js';
+import { type JobRow, selectJobById } from '../rows.js';
 import { fail, requeueExpired, type ExpiredLease } from './end-attempt.js';
 import { enqueueWork } from './outbox.js';
 
@@ -28,7 +28,6 @@ const expiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenan
   ORDER BY lease_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`;
 const dueRedispatches = `SELECT * FROM jobs WHERE state = 'queued' AND redispatch_at <= $1
   ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
-const selectJob = 'SELECT * FROM jobs WHERE id = $1';
 const unsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
 
@@ -46,7 +45,7 @@ export async function sweep(ctx: PgContext, params: SweepParams = {}): Promise<S
       continue;
     }
     // The job ends: its result message needs the whole row (locked above).
-    const exit = { row: (await ctx.row<JobRow>(selectJob, [lease.id]))!, expect: 'expired' as const, now };
+    const exit = { row: (await ctx.row<JobRow>(selectJobById, [lease.id]))!, expect: 'expired' as const, now };
     if (transition === 'cancel_running') {
       if (await fail(ctx, exit, 'cancelled', cancelledError, 'cancelled')) report.cancelled.push(lease.id);
     } else if (await fail(ctx, exit, 'exhausted', leaseExpiredError, 'expired')) report.exhausted.push(lease.id);
