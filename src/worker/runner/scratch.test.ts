@@ -13,11 +13,11 @@ afterEach(() => rm(root, { recursive: true, force: true }));
 
 const exists = (target: string) => access(target).then(() => true, () => false);
 
-test('each attempt gets its own empty folder under <root>/<jobId>/<attempt>-<random>', async () => {
+test('each attempt gets its own empty folder <root>/<jobId>.<attempt>-<random>', async () => {
   const first = await createScratch(root, 'job-1', 1);
   const second = await createScratch(root, 'job-1', 2);
-  assert.match(path.relative(root, first), /^job-1\/1-\w{6}$/);
-  assert.match(path.relative(root, second), /^job-1\/2-\w{6}$/);
+  assert.match(path.relative(root, first), /^job-1\.1-\w{6}$/);
+  assert.match(path.relative(root, second), /^job-1\.2-\w{6}$/);
   assert.deepEqual(await readdir(first), []);
 });
 
@@ -34,16 +34,21 @@ test('a relative root gives an absolute folder', async () => {
   assert.ok(path.isAbsolute(dir));
 });
 
-test('removeScratch removes the folder with its contents, and the job folder once it is empty', async () => {
+test('removeScratch removes the folder with its contents, and an empty one, and nothing else', async () => {
   const first = await createScratch(root, 'job-1', 1);
   const second = await createScratch(root, 'job-1', 2);
   await mkdir(path.join(first, 'nested'));
   await writeFile(path.join(first, 'nested', 'out.bin'), 'x');
   await removeScratch(first);
   assert.equal(await exists(first), false);
-  assert.equal(await exists(path.join(root, 'job-1')), true, 'attempt 2 still uses the job folder');
+  assert.equal(await exists(second), true, 'attempt 2 keeps its folder');
   await removeScratch(second);
-  assert.equal(await exists(path.join(root, 'job-1')), false);
+  assert.deepEqual(await readdir(root), []);
+});
+
+test('a root that does not exist yet is made', async () => {
+  const dir = await createScratch(path.join(root, 'not', 'yet'), 'job-1', 1);
+  assert.match(path.relative(root, dir), /^not\/yet\/job-1\.1-\w{6}$/);
 });
 
 test('removing a folder that is already gone is fine', async () => {
