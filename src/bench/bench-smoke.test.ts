@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { runBench } from './bench.js';
 import { quickProfile, sectionNames, type BenchProfile } from './options.js';
-import type { LeasesResult, QueuedSectionResult, ThroughputResult } from './results.js';
+import type { FloorsResult, LeasesResult, QueuedSectionResult, ThroughputResult } from './results.js';
 
 const tiny: BenchProfile = {
   ...quickProfile,
@@ -38,7 +38,7 @@ describe('benchmark (smoke)', () => {
       assert.ok(section, `section ${name} ran`);
       assert.ok(!('error' in section), `section ${name} failed: ${'error' in section ? section.error : ''}`);
     }
-    for (const name of ['transport', 'bullmq-memory', 'bullmq-fsync', 'planrun-embedded', 'planrun-rabbitmq'] as const) {
+    for (const name of ['transport', 'transport-embedded', 'bullmq-memory', 'bullmq-fsync', 'planrun-embedded', 'planrun-rabbitmq'] as const) {
       const result = run.sections[name] as ThroughputResult;
       positive(result.perSecond, `${name} throughput`);
       positive(result.latency.p50Ms, `${name} p50`);
@@ -58,7 +58,13 @@ describe('benchmark (smoke)', () => {
     positive(sweep.postgresOnePassMs, 'sweep pass on PostgreSQL');
     positive(sweep.sweeperPasses, 'sweeper passes');
     positive((run.sections.queued as QueuedSectionResult).queued.peakRssMiB, 'queued RSS');
-    for (const row of ['| 1 |', '| 2 |', '| 2f |', '| 3 |', '| 4 |', '| (3)/(2) |', '| (4)/(1) |', '| L1 |', '| L2 |', '| L3 |']) {
+    positive((run.sections['planrun-embedded'] as ThroughputResult).brokerMessagesPerJob, 'messages routed per job');
+    const floors = run.sections.floors as FloorsResult;
+    positive(floors.ledgerCpuMsPerJob, 'ledger floor');
+    positive(floors.childRunCpuMsPerJob, 'child-process run floor');
+    positive(floors.scratchCpuMsPerJob, 'scratch floor');
+    assert.match(table, /\| F \|.*at most [\d,]+ jobs\/s on \d+ cores/, 'the floors row gives the ceiling');
+    for (const row of ['| 1 |', '| 1e |', '| 2 |', '| 2f |', '| 3 |', '| 4 |', '| (3)/(2) |', '| (4)/(1) |', '| L1 |', '| L2 |', '| L3 |', '| F |']) {
       assert.ok(table.includes(row), `the table has row ${row}`);
     }
   });

@@ -5,9 +5,9 @@
  */
 export interface BenchProfile {
   name: 'full' | 'quick';
-  /** Section (1): messages published and consumed through raw amqplib. */
+  /** Sections (1) and (1e): messages published and consumed through raw amqplib, and through the embedded broker. */
   transportMessages: number;
-  /** Section (1): prefetch of the raw consumer (the limit gets the broker's best settings). */
+  /** Sections (1) and (1e): prefetch of the consumer (the limit gets the broker's best settings). */
   transportPrefetch: number;
   /** Sections (2)-(4): no-op jobs submitted in bulk. */
   jobs: number;
@@ -82,7 +82,7 @@ export const defaultEnvironment: BenchEnvironment = {
 };
 
 /** The sections of one run, in the order they run and appear in the table. */
-export const sectionNames = ['transport', 'bullmq-memory', 'bullmq-fsync', 'planrun-embedded', 'planrun-rabbitmq', 'leases', 'queued'] as const;
+export const sectionNames = ['transport', 'transport-embedded', 'bullmq-memory', 'bullmq-fsync', 'planrun-embedded', 'planrun-rabbitmq', 'leases', 'queued', 'floors'] as const;
 export type SectionName = (typeof sectionNames)[number];
 
 export interface SectionRequest {

@@ -1,12 +1,21 @@
 /**
- * Entry of the benchmark's worker-side processes: a raw amqplib consumer, a BullMQ
- * worker, or a planrun worker (with its child-process pool). Forked by the driver with
+ * Entry of the benchmark's worker-side processes: a raw amqplib consumer, a consumer of
+ * the embedded broker over its socket, a BullMQ worker, or a planrun worker (with its child-process pool). Forked by the driver with
  * its config as argv[2]; reports over IPC (peer-protocol.ts) and stops on `stop`.
  */
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { hrNow } from './measure.js';
-import { latencyMark, type AmqpConsumerConfig, type BullmqWorkerConfig, type PeerCommand, type PeerConfig, type PeerMessage, type PlanrunWorkerConfig } from './peer-protocol.js';
+import {
+  latencyMark,
+  type AmqpConsumerConfig,
+  type BullmqWorkerConfig,
+  type EmbeddedConsumerConfig,
+  type PeerCommand,
+  type PeerConfig,
+  type PeerMessage,
+  type PlanrunWorkerConfig,
+} from './peer-protocol.js';
 
 const noopJobsModule = fileURLToPath(new URL('./noop-jobs.js', import.meta.url));
 
@@ -54,6 +63,26 @@ async function amqpConsumer(config: AmqpConsumerConfig): Promise<() => Promise<v
   return async () => {
     progress.stop();
     await connection.close();
+  };
+}
+
+async function embeddedConsumer(config: EmbeddedConsumerConfig): Promise<() => Promise<void>> {
+  const { SocketBroker } = await import('../broker/embedded-socket-client.js');
+  const broker = await SocketBroker.connect({ path: config.socketPath });
+  const progress = new Progress();
+  await broker.consume(
+    config.queue,
+    (delivery) => {
+      const at = hrNow();
+      if (delivery.headers[latencyMark]) tell({ kind: 'started', id: String(delivery.messageId), at });
+      delivery.ack();
+      progress.one(at);
+    },
+    { prefetch: config.prefetch },
+  );
+  return async () => {
+    progress.stop();
+    await broker.close();
   };
 }
 
@@ -119,6 +148,7 @@ async function main(): Promise<void> {
   let stop: () => Promise<void>;
   try {
     if (config.mode === 'amqp-consumer') stop = await amqpConsumer(config);
+    else if (config.mode === 'embedded-consumer') stop = await embeddedConsumer(config);
     else if (config.mode === 'bullmq-worker') stop = await bullmqWorker(config);
     else stop = await planrunWorker(config);
   } catch (error) {

@@ -17,6 +17,13 @@ export interface AmqpConsumerConfig {
   prefetch: number;
 }
 
+export interface EmbeddedConsumerConfig {
+  mode: 'embedded-consumer';
+  socketPath: string;
+  queue: string;
+  prefetch: number;
+}
+
 export interface BullmqWorkerConfig {
   mode: 'bullmq-worker';
   host: string;
@@ -37,7 +44,7 @@ export interface PlanrunWorkerConfig {
   outputDir: string;
 }
 
-export type PeerConfig = AmqpConsumerConfig | BullmqWorkerConfig | PlanrunWorkerConfig;
+export type PeerConfig = AmqpConsumerConfig | EmbeddedConsumerConfig | BullmqWorkerConfig | PlanrunWorkerConfig;
 
 /** Header (amqplib) or data field (BullMQ) marking a message whose start the driver times. */
 export const latencyMark = 'bench-latency';

@@ -40,6 +40,7 @@ export async function runPlanrun(
     let orchestratorBroker: Broker;
     let appBroker: Broker;
     let workerBroker: { amqpUrl?: string; socketPath?: string };
+    let routedMessages: (() => number) | undefined;
     if (brokerKind === 'embedded') {
       // As `planrun up` runs it: stored in the data dir, served on a Unix socket.
       const embedded = await EmbeddedBrokerService.start(dir.path);
@@ -47,6 +48,7 @@ export async function runPlanrun(
       orchestratorBroker = embedded.broker.connect();
       appBroker = embedded.broker.connect();
       workerBroker = { socketPath: embedded.socketPath };
+      routedMessages = () => embedded.broker.routedMessages;
     } else {
       orchestratorBroker = await RabbitMqBroker.connect({ url: env.amqpUrl });
       appBroker = await RabbitMqBroker.connect({ url: env.amqpUrl });
@@ -127,6 +129,7 @@ export async function runPlanrun(
     const workerCpuBefore = peers.cpuSplitMs();
     const serverCpuBefore = rabbitPid ? procCpuMs(rabbitPid) : 0;
     const txBefore = sqliteLedgerStats(ledger)!.transactions;
+    const routedBefore = routedMessages?.();
     const t0 = hrNow();
     await submitMany(profile.jobs);
     await until('every result', () => received >= before + profile.jobs, profile.sectionTimeoutMs);
@@ -137,6 +140,7 @@ export async function runPlanrun(
     const workerCpuMsPerJob = (workerCpuAfter.own - workerCpuBefore.own) / profile.jobs + jobProcessCpuMsPerJob;
     const serverCpuMsPerJob = rabbitPid ? (procCpuMs(rabbitPid) - serverCpuBefore) / profile.jobs : undefined;
     const transactionsPerJob = (sqliteLedgerStats(ledger)!.transactions - txBefore) / profile.jobs;
+    const brokerMessagesPerJob = routedMessages && routedBefore !== undefined ? (routedMessages() - routedBefore) / profile.jobs : undefined;
     const rss = peers.peakRss();
     const serverRss = sampler.stop();
     const notes = [
@@ -158,6 +162,7 @@ export async function runPlanrun(
       jobProcessCpuMsPerJob,
       serverCpuMsPerJob,
       transactionsPerJob,
+      ...(brokerMessagesPerJob === undefined ? {} : { brokerMessagesPerJob }),
       load: [loadAtStart, load1()],
       notes,
     };

@@ -1,7 +1,7 @@
 /** Turns one run's results into the markdown table and the docs/benchmarks.md page. */
 import type { MachineDescription } from './machine.js';
 import type { BenchProfile } from './options.js';
-import type { BenchRun, LeasesResult, QueuedSectionResult, SectionResult, ThroughputResult } from './results.js';
+import type { BenchRun, FloorsResult, LeasesResult, QueuedSectionResult, SectionResult, ThroughputResult } from './results.js';
 
 type Outcome = SectionResult | { error: string } | undefined;
 
@@ -21,6 +21,12 @@ const firstLine = (text: string) => text.split('\n')[0]!.slice(0, 120);
 
 const rows: Array<{ key: string; id: string; label: string; unit: string }> = [
   { key: 'transport', id: '1', label: 'RabbitMQ transport limit (raw amqplib: persistent, confirms pipelined, acks)', unit: 'msgs/s' },
+  {
+    key: 'transport-embedded',
+    id: '1e',
+    label: 'embedded broker transport limit (stored as `planrun up` runs it: publishes confirmed once stored, pipelined; consumed over its socket with acks)',
+    unit: 'msgs/s',
+  },
   { key: 'bullmq-memory', id: '2', label: 'BullMQ, Redis without persistence', unit: 'jobs/s' },
   { key: 'bullmq-fsync', id: '2f', label: 'BullMQ, Redis appendfsync always', unit: 'jobs/s' },
   { key: 'planrun-embedded', id: '3', label: 'planrun, embedded broker, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
@@ -79,7 +85,33 @@ export function renderTable(run: BenchRun): string {
       `| L3 | ${int(q.jobs)} queued jobs, no worker (work messages in the embedded broker, in the orchestrator) | **peak ${mib(q.peakRssMiB)}**, ${mib(q.settledRssMiB)} once relayed (submitted in ${q.submitSeconds.toFixed(1)} s) | | ${mib(q.peakRssMiB)} | embedded | | < 300 MB: ${q.peakRssMiB * 1.048576 < 300 ? 'met' : 'missed'} | ${load(l)} |`,
     );
   }
+  const floors = run.sections.floors;
+  if (failed(floors)) lines.push(`| F | floors | failed: ${firstLine(floors.error)} | | | | | | |`);
+  else if (floors) lines.push(floorsRow(floors as FloorsResult, t('transport-embedded'), t('planrun-embedded'), t('bullmq-memory')));
   return lines.join('\n');
+}
+
+/**
+ * The floors, and the ceiling they put on (3) when the run has what it needs: the CPU of
+ * one message through the embedded broker (1e) times the messages (3) routed per job.
+ */
+function floorsRow(f: FloorsResult, transport: ThroughputResult | undefined, embedded: ThroughputResult | undefined, bullmq: ThroughputResult | undefined): string {
+  const parts = [
+    `ledger path ${ms(f.ledgerCpuMsPerJob)}`,
+    `child-process run ${ms(f.childRunCpuMsPerJob)}`,
+    `scratch folder ${ms(f.scratchCpuMsPerJob)}`,
+  ];
+  let sum = f.ledgerCpuMsPerJob + f.childRunCpuMsPerJob + f.scratchCpuMsPerJob;
+  const perMessage = transport && (transport.serverCpuMsPerJob ?? 0) + (transport.workerCpuMsPerJob ?? 0);
+  const messages = embedded?.brokerMessagesPerJob;
+  let ceiling = '';
+  if (perMessage !== undefined && messages !== undefined) {
+    parts.push(`${messages.toFixed(1)} broker messages (3) × ${ms(perMessage)} (1e)`);
+    sum += messages * perMessage;
+    const most = (f.cores * 1000) / sum;
+    ceiling = `: at most ${int(most)} jobs/s on ${f.cores} cores${bullmq ? `, ${(most / bullmq.perSecond).toFixed(2)}× (2)` : ''}`;
+  }
+  return `| F | floors: CPU per job of planrun's parts, each measured apart (no glue between them, nothing else running) | **${ms(sum)} ms** (${parts.join(' + ')})${ceiling} | | | | | | ${load(f.load)} |`;
 }
 
 export function renderPage(run: BenchRun, profile: BenchProfile, machine: MachineDescription, table: string): string {
@@ -95,6 +127,7 @@ export function renderPage(run: BenchRun, profile: BenchProfile, machine: Machin
         : `${r.workerCpuMsPerJob.toFixed(2)} ms worker CPU${r.jobProcessCpuMsPerJob === undefined ? '' : ` (${r.jobProcessCpuMsPerJob.toFixed(2)} ms of it in the job processes)`}`,
       r.serverCpuMsPerJob === undefined ? undefined : `${r.serverCpuMsPerJob.toFixed(2)} ms ${r.server} CPU`,
       r.transactionsPerJob === undefined ? undefined : `${r.transactionsPerJob.toFixed(2)} ledger transactions`,
+      r.brokerMessagesPerJob === undefined ? undefined : `${r.brokerMessagesPerJob.toFixed(1)} messages routed by the broker`,
     ].filter(Boolean);
     const cost = costs.length === 0 ? '' : `; per ${per}: ${costs.join(', ')}`;
     notes.push(`- (${row.id}) ${r.notes.join('; ')}${cost}.`);
@@ -131,7 +164,7 @@ machine, so a rise during (3) and (4) and the long-job rows after them is mostly
 benchmark itself.${run.note ? `\n\nNote on this run: ${run.note}` : ''}
 
 Each section runs in a fresh process of its own (its peak RSS is its own), in this order:
-${rows.map((r) => `(${r.id})`).join(', ')}, then the long-job costs. Counts: ${int(profile.jobs)} jobs per system after
+${rows.map((r) => `(${r.id})`).join(', ')}, then the long-job costs and the floors (F). Counts: ${int(profile.jobs)} jobs per system after
 ${int(profile.warmupJobs)} warm-up jobs, ${int(profile.transportMessages)} messages for the transport, ${profile.latencySamples} latency
 samples each, ${profile.workers} worker processes × ${profile.slots} slots (BullMQ: concurrency ${profile.slots}) = ${profile.workers * profile.slots} jobs at once.
 
@@ -163,6 +196,21 @@ How each figure is taken:
   the SQLite ledger (synchronous=FULL) and on the local PostgreSQL (a schema of its own).
 - **queued**: jobs submitted with \`submitMany\` and no worker; the relay publishes every
   work message into the embedded broker, whose queues live in the orchestrator's process.
+- **(1e)**: the embedded broker as \`planrun up\` runs it (stored in broker.db, served on a
+  Unix socket), published to from its own process as the orchestrator's relay does, each
+  publish confirmed once stored, consumed with acks by one process over the socket as a
+  worker consumes. Its CPU per message is the broker's process (publisher included) plus
+  the consumer's.
+- **floors (F)**: planrun's own code, each part driven alone in one process: the SQLite
+  ledger's whole path of a job (submitMany; the work message taken from the outbox and
+  marked sent; the job row read, as the orchestrator's tenant check does, and the lease
+  granted; read again and settled; the result message taken and marked sent), with as
+  many jobs at once as the throughput sections run, so the writes share group commits;
+  one no-op run in the child-process pool (pool and job process CPU); one scratch folder
+  made and removed. Added to them: the messages the embedded broker routed per job in
+  (3) (work, control requests and their replies, result) times (1e)'s CPU per message.
+  The ceiling is the machine's cores divided by that sum: what (3) could reach if
+  everything between these parts cost nothing.
 
 Rerun: \`npm run build && npm run bench\` (full, several minutes) or \`npm run bench -- --quick\`.
 `;

@@ -28,6 +28,8 @@ export interface ThroughputResult {
   jobProcessCpuMsPerJob?: number;
   /** planrun: ledger transactions (commits, each an fsync) per job in the throughput phase. */
   transactionsPerJob?: number;
+  /** planrun on the embedded broker: messages the broker routed per job (work, control requests and replies, result). */
+  brokerMessagesPerJob?: number;
   /** 1-minute load average when the section started and ended. */
   load: [number, number];
   notes: string[];
@@ -80,7 +82,22 @@ export interface QueuedSectionResult {
   load: [number, number];
 }
 
-export type SectionResult = ThroughputResult | LeasesResult | QueuedSectionResult;
+/** Section F: what the parts of one job cost at least, each measured apart (floors.ts). */
+export interface FloorsResult {
+  /** CPU of the SQLite ledger's whole path of one job (submit to result marked sent), synchronous=FULL. */
+  ledgerCpuMsPerJob: number;
+  /** CPU of one no-op run in the child-process pool, pool and job process together. */
+  childRunCpuMsPerJob: number;
+  /** CPU of making and removing one scratch folder. */
+  scratchCpuMsPerJob: number;
+  /** Jobs at once in the ledger path (the throughput sections' workers × slots). */
+  parallel: number;
+  /** Cores of the machine, for the ceiling the floors put on jobs/s. */
+  cores: number;
+  load: [number, number];
+}
+
+export type SectionResult = ThroughputResult | LeasesResult | QueuedSectionResult | FloorsResult;
 
 /** Everything one run measured, by section (a section that failed holds its error). */
 export interface BenchRun {

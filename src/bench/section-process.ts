@@ -3,18 +3,22 @@
  * section warms or pollutes the next), and sends the result to the parent over IPC.
  */
 import { runBullmq } from './bullmq.js';
+import { measureFloors } from './floors.js';
 import { measureHeartbeats, measureQueued, measureSweep } from './long-jobs.js';
 import { load1 } from './measure.js';
 import type { SectionRequest } from './options.js';
 import { runPlanrun } from './planrun-e2e.js';
 import type { SectionResult } from './results.js';
 import { runTransport } from './transport.js';
+import { runEmbeddedTransport } from './transport-embedded.js';
 
 async function run(request: SectionRequest): Promise<SectionResult> {
   const { profile, env, cpuProfileDir } = request;
   switch (request.section) {
     case 'transport':
       return runTransport(profile, env, cpuProfileDir);
+    case 'transport-embedded':
+      return runEmbeddedTransport(profile, cpuProfileDir);
     case 'bullmq-memory':
       return runBullmq(profile, env, 'memory', cpuProfileDir);
     case 'bullmq-fsync':
@@ -29,6 +33,8 @@ async function run(request: SectionRequest): Promise<SectionResult> {
       const sweep = await measureSweep(profile, env);
       return { heartbeat, sweep, load: [start, load1()] };
     }
+    case 'floors':
+      return measureFloors(profile);
     case 'queued': {
       const start = load1();
       const queued = await measureQueued(profile);

@@ -12,7 +12,7 @@ import { Peers } from './peers.js';
 import type { ThroughputResult } from './results.js';
 
 /** Unconfirmed publishes in flight at once. */
-const publishWindow = 1_000;
+export const publishWindow = 1_000;
 
 export async function runTransport(profile: BenchProfile, env: BenchEnvironment, cpuProfileDir?: string): Promise<ThroughputResult> {
   const loadAtStart = load1();
@@ -74,7 +74,7 @@ export async function runTransport(profile: BenchProfile, env: BenchEnvironment,
   }
 }
 
-async function publishMany(publish: (id: string) => Promise<void>, count: number, prefix: string): Promise<void> {
+export async function publishMany(publish: (id: string) => Promise<void>, count: number, prefix: string): Promise<void> {
   const inFlight = new Set<Promise<void>>();
   for (let i = 0; i < count; i++) {
     const confirmed: Promise<void> = publish(`${prefix}${i}`).finally(() => inFlight.delete(confirmed));
