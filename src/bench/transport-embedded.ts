@@ -10,11 +10,10 @@ import { randomBytes } from 'node:crypto';
 import { EmbeddedBrokerService } from '../deploy/embedded-broker-service.js';
 import { tempDir } from '../testing/temp-dir.js';
 import type { BenchProfile } from './options.js';
-import { cpuMs, hrNow, load1, procStatusMiB, sleep, summarise, until } from './measure.js';
-import { latencyMark } from './peer-protocol.js';
+import { cpuMs, hrNow, load1, procStatusMiB, summarise, until } from './measure.js';
 import { Peers } from './peers.js';
 import type { ThroughputResult } from './results.js';
-import { publishMany, publishWindow } from './transport.js';
+import { publishMany, publishWindow, warmUpAndTimeLatency } from './transport.js';
 
 export async function runEmbeddedTransport(profile: BenchProfile, cpuProfileDir?: string): Promise<ThroughputResult> {
   const loadAtStart = load1();
@@ -30,18 +29,7 @@ export async function runEmbeddedTransport(profile: BenchProfile, cpuProfileDir?
     const publish = (id: string, headers?: Record<string, boolean>) => broker.sendToQueue(queue, body, { messageId: id, ...(headers ? { headers } : {}) });
 
     // Warm-up, then latency one message at a time, then the pipelined run.
-    await publishMany(publish, profile.warmupJobs, 'w');
-    await until('the warm-up to be consumed', () => peers.done >= profile.warmupJobs, profile.sectionTimeoutMs);
-    const latencies: number[] = [];
-    for (let i = 0; i < profile.latencySamples; i++) {
-      const id = `l${i}`;
-      const started = peers.waitStarted(id);
-      const t0 = hrNow();
-      await publish(id, { [latencyMark]: true });
-      latencies.push((await started) - t0);
-      await sleep(5);
-    }
-    await until('the latency messages to be counted', () => peers.done >= profile.warmupJobs + profile.latencySamples, 10_000);
+    const latencies = await warmUpAndTimeLatency(publish, peers, profile);
     const before = peers.done;
     const brokerCpuBefore = cpuMs();
     const consumerCpuBefore = peers.cpuMs();

@@ -33,18 +33,7 @@ export async function runTransport(profile: BenchProfile, env: BenchEnvironment,
       });
 
     // Warm-up, then latency one message at a time, then the pipelined run.
-    await publishMany(publish, profile.warmupJobs, 'w');
-    await until('the warm-up to be consumed', () => peers.done >= profile.warmupJobs, profile.sectionTimeoutMs);
-    const latencies: number[] = [];
-    for (let i = 0; i < profile.latencySamples; i++) {
-      const id = `l${i}`;
-      const started = peers.waitStarted(id);
-      const t0 = hrNow();
-      await publish(id, { [latencyMark]: true });
-      latencies.push((await started) - t0);
-      await sleep(5);
-    }
-    await until('the latency messages to be counted', () => peers.done >= profile.warmupJobs + profile.latencySamples, 10_000);
+    const latencies = await warmUpAndTimeLatency(publish, peers, profile);
     const before = peers.done;
     const serverCpuBefore = rabbitPid ? procCpuMs(rabbitPid) : 0;
     const t0 = hrNow();
@@ -72,6 +61,31 @@ export async function runTransport(profile: BenchProfile, env: BenchEnvironment,
     await channel.deleteQueue(queue).catch(() => undefined);
     await connection.close().catch(() => undefined);
   }
+}
+
+/**
+ * The part of a transport section before the pipelined run: `warmupJobs` messages
+ * consumed, then `latencySamples` messages one at a time, each timed from publish to
+ * the consumer's callback. Returns the latencies in milliseconds.
+ */
+export async function warmUpAndTimeLatency(
+  publish: (id: string, headers?: Record<string, boolean>) => Promise<void>,
+  peers: Peers,
+  profile: BenchProfile,
+): Promise<number[]> {
+  await publishMany(publish, profile.warmupJobs, 'w');
+  await until('the warm-up to be consumed', () => peers.done >= profile.warmupJobs, profile.sectionTimeoutMs);
+  const latencies: number[] = [];
+  for (let i = 0; i < profile.latencySamples; i++) {
+    const id = `l${i}`;
+    const started = peers.waitStarted(id);
+    const t0 = hrNow();
+    await publish(id, { [latencyMark]: true });
+    latencies.push((await started) - t0);
+    await sleep(5);
+  }
+  await until('the latency messages to be counted', () => peers.done >= profile.warmupJobs + profile.latencySamples, 10_000);
+  return latencies;
 }
 
 export async function publishMany(publish: (id: string) => Promise<void>, count: number, prefix: string): Promise<void> {
