@@ -15,29 +15,31 @@
  */
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { LeaseRef } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
 import { tempDir } from '../testing/temp-dir.js';
 import { ProcessPool } from '../worker/runner/pool.js';
 import { createScratch, removeScratch } from '../worker/runner/scratch.js';
 import { childPids, cpuMs, load1, procCpuMs } from './measure.js';
-import { noopJobType } from './noop-jobs.js';
+import { noopJobsModule, noopJobType } from './noop-jobs.js';
 import type { BenchProfile } from './options.js';
 import type { FloorsResult } from './results.js';
 
-const noopJobsModule = fileURLToPath(new URL('./noop-jobs.js', import.meta.url));
-
-/** Runs `count` calls of `one`, `parallel` at a time, and returns the CPU per call of this process and its children. */
-async function cpuPerCall(count: number, parallel: number, one: (i: number) => Promise<unknown>): Promise<number> {
-  const processCpu = () => cpuMs() + childPids(process.pid).reduce((sum, pid) => sum + procCpuMs(pid), 0);
-  const before = processCpu();
+/** Calls `one(0)` … `one(count - 1)`, `parallel` calls at a time. */
+async function inParallel(count: number, parallel: number, one: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: parallel }, async () => {
       while (next < count) await one(next++);
     }),
   );
+}
+
+/** Runs `count` calls of `one`, `parallel` at a time, and returns the CPU per call of this process and its children. */
+async function cpuPerCall(count: number, parallel: number, one: (i: number) => Promise<unknown>): Promise<number> {
+  const processCpu = () => cpuMs() + childPids(process.pid).reduce((sum, pid) => sum + procCpuMs(pid), 0);
+  const before = processCpu();
+  await inParallel(count, parallel, one);
   return (processCpu() - before) / count;
 }
 
@@ -58,26 +60,19 @@ async function ledgerPath(profile: BenchProfile, dir: string, parallel: number):
     }
     await drainOutbox();
     const leases: LeaseRef[] = [];
-    let next = 0;
-    const inParallel = (body: () => Promise<void>) => Promise.all(Array.from({ length: parallel }, body));
-    await inParallel(async () => {
-      while (next < ids.length) {
-        const jobId = ids[next++]!;
-        // The orchestrator reads the job row (the tenant check) before each control request.
-        await ledger.getJob(jobId, 'bench');
-        const grant = await ledger.grantLease({ jobId, attempt: 1, worker: 'bench-worker' });
-        if (!grant.granted) throw new Error(`benchmark: lease of ${jobId} refused (${grant.reason})`);
-        leases.push({ jobId, attempt: 1, token: grant.token });
-      }
+    await inParallel(ids.length, parallel, async (i) => {
+      const jobId = ids[i]!;
+      // The orchestrator reads the job row (the tenant check) before each control request.
+      await ledger.getJob(jobId, 'bench');
+      const grant = await ledger.grantLease({ jobId, attempt: 1, worker: 'bench-worker' });
+      if (!grant.granted) throw new Error(`benchmark: lease of ${jobId} refused (${grant.reason})`);
+      leases.push({ jobId, attempt: 1, token: grant.token });
     });
-    next = 0;
-    await inParallel(async () => {
-      while (next < leases.length) {
-        const lease = leases[next++]!;
-        await ledger.getJob(lease.jobId, 'bench');
-        const settled = await ledger.settle({ ...lease, outcome: { kind: 'finished', result: { data: null, outputs: {} } } });
-        if (!settled.accepted) throw new Error(`benchmark: settle of ${lease.jobId} refused (${settled.reason})`);
-      }
+    await inParallel(leases.length, parallel, async (i) => {
+      const lease = leases[i]!;
+      await ledger.getJob(lease.jobId, 'bench');
+      const settled = await ledger.settle({ ...lease, outcome: { kind: 'finished', result: { data: null, outputs: {} } } });
+      if (!settled.accepted) throw new Error(`benchmark: settle of ${lease.jobId} refused (${settled.reason})`);
     });
     await drainOutbox();
     return (cpuMs() - before) / jobs;

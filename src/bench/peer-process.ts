@@ -4,8 +4,8 @@
  * its config as argv[2]; reports over IPC (peer-protocol.ts) and stops on `stop`.
  */
 import { mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { hrNow } from './measure.js';
+import { noopJobsModule } from './noop-jobs.js';
 import {
   latencyMark,
   type AmqpConsumerConfig,
@@ -16,8 +16,6 @@ import {
   type PeerMessage,
   type PlanrunWorkerConfig,
 } from './peer-protocol.js';
-
-const noopJobsModule = fileURLToPath(new URL('./noop-jobs.js', import.meta.url));
 
 function tell(message: PeerMessage): void {
   process.send?.(message);
