@@ -2,7 +2,9 @@
  * Section (2): the peer. BullMQ on Redis, no-op jobs added in bulk, workers in separate
  * processes with the same total concurrency as planrun's slots. Once on the shared Redis
  * (no persistence), once on a Redis of our own with `appendfsync always`, the closest it
- * comes to planrun's durability (each write fsynced before it is answered).
+ * comes to planrun's durability (each write fsynced before it is answered), and once
+ * (2s) with a sandboxed processor: each job in a child process of BullMQ's pool, the
+ * isolation planrun gives every job.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +24,7 @@ export async function runBullmq(
   env: BenchEnvironment,
   durability: 'memory' | 'fsync',
   cpuProfileDir?: string,
+  processor: 'in-process' | 'sandboxed' = 'in-process',
 ): Promise<ThroughputResult> {
   const loadAtStart = load1();
   const notes: string[] = [];
@@ -49,7 +52,8 @@ export async function runBullmq(
   const queue = new Queue(queueName, { connection: { host, port }, prefix });
   const peers = new Peers(cpuProfileDir);
   try {
-    await peers.start(profile.workers, () => ({ mode: 'bullmq-worker', host, port, queue: queueName, prefix, concurrency: profile.slots }));
+    const sandboxed = processor === 'sandboxed';
+    await peers.start(profile.workers, () => ({ mode: 'bullmq-worker', host, port, queue: queueName, prefix, concurrency: profile.slots, sandboxed }));
     const addMany = async (count: number) => {
       for (let sent = 0; sent < count; sent += profile.submitChunk) {
         const n = Math.min(profile.submitChunk, count - sent);
@@ -67,17 +71,21 @@ export async function runBullmq(
     }
     await until('the latency jobs to be counted', () => peers.done >= profile.warmupJobs + profile.latencySamples, 10_000);
     const before = peers.done;
-    const workerCpuBefore = peers.cpuMs();
+    const workerCpuBefore = peers.cpuSplitMs();
     const serverCpuBefore = redisPid ? procCpuMs(redisPid) : 0;
     const t0 = hrNow();
     await addMany(profile.jobs);
     await until('every job to complete', () => peers.done >= before + profile.jobs, profile.sectionTimeoutMs);
     const seconds = (peers.lastAt - t0) / 1000;
-    const workerCpuMsPerJob = (peers.cpuMs() - workerCpuBefore) / profile.jobs;
+    const workerCpuAfter = peers.cpuSplitMs();
+    const jobProcessCpuMsPerJob = (workerCpuAfter.children - workerCpuBefore.children) / profile.jobs;
+    const workerCpuMsPerJob = (workerCpuAfter.own - workerCpuBefore.own) / profile.jobs + jobProcessCpuMsPerJob;
     const serverCpuMsPerJob = redisPid ? (procCpuMs(redisPid) - serverCpuBefore) / profile.jobs : undefined;
     const rss = peers.peakRss();
     const serverRss = sampler.stop();
-    notes.push(`${profile.workers} worker processes x concurrency ${profile.slots}, in-process no-op processor, addBulk of ${profile.submitChunk}`);
+    notes.push(
+      `${profile.workers} worker processes x concurrency ${profile.slots}, ${sandboxed ? 'sandboxed no-op processor (child processes of BullMQ\'s pool)' : 'in-process no-op processor'}, addBulk of ${profile.submitChunk}`,
+    );
     return {
       count: profile.jobs,
       seconds,
@@ -86,6 +94,7 @@ export async function runBullmq(
       serverRssMiB: redisPid ? serverRss.get(redisPid) : undefined,
       server: 'Redis',
       workerRssMiB: rss.processMiB,
+      ...(sandboxed ? { jobProcessRssMiB: rss.childMiB, jobProcessCpuMsPerJob } : {}),
       workerCpuMsPerJob,
       serverCpuMsPerJob,
       load: [loadAtStart, load1()],

@@ -4,8 +4,11 @@
  * its config as argv[2]; reports over IPC (peer-protocol.ts) and stops on `stop`.
  */
 import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { hrNow } from './measure.js';
 import { noopJobsModule } from './noop-jobs.js';
+
+const sandboxedProcessor = fileURLToPath(new URL('./bullmq-processor.js', import.meta.url));
 import {
   latencyMark,
   type AmqpConsumerConfig,
@@ -87,16 +90,14 @@ async function embeddedConsumer(config: EmbeddedConsumerConfig): Promise<() => P
 async function bullmqWorker(config: BullmqWorkerConfig): Promise<() => Promise<void>> {
   const { Worker } = await import('bullmq');
   const progress = new Progress();
-  const worker = new Worker(
-    config.queue,
-    async (job) => {
-      const at = hrNow();
-      if ((job.data as Record<string, unknown>)[latencyMark]) tell({ kind: 'started', id: String(job.id), at });
-      return { startedAt: at };
-    },
-    { connection: { host: config.host, port: config.port, maxRetriesPerRequest: null }, concurrency: config.concurrency, prefix: config.prefix },
-  );
-  worker.on('completed', () => progress.one());
+  const options = { connection: { host: config.host, port: config.port, maxRetriesPerRequest: null }, concurrency: config.concurrency, prefix: config.prefix };
+  const worker = config.sandboxed
+    ? new Worker(config.queue, sandboxedProcessor, { ...options, useWorkerThreads: false })
+    : new Worker(config.queue, async () => ({ startedAt: hrNow() }), options);
+  worker.on('completed', (job, result: { startedAt: number }) => {
+    if ((job.data as Record<string, unknown>)[latencyMark]) tell({ kind: 'started', id: String(job.id), at: result.startedAt });
+    progress.one();
+  });
   worker.on('error', (error) => tell({ kind: 'failed', message: String(error) }));
   await worker.waitUntilReady();
   return async () => {

@@ -31,6 +31,8 @@ export interface BullmqWorkerConfig {
   queue: string;
   prefix: string;
   concurrency: number;
+  /** Run each job in BullMQ's pool of child processes (a sandboxed processor) instead of the worker's own event loop. */
+  sandboxed: boolean;
 }
 
 export interface PlanrunWorkerConfig {

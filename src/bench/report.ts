@@ -29,6 +29,12 @@ const rows: Array<{ key: string; id: string; label: string; unit: string }> = [
   },
   { key: 'bullmq-memory', id: '2', label: 'BullMQ, Redis without persistence', unit: 'jobs/s' },
   { key: 'bullmq-fsync', id: '2f', label: 'BullMQ, Redis appendfsync always', unit: 'jobs/s' },
+  {
+    key: 'bullmq-sandboxed',
+    id: '2s',
+    label: "BullMQ, Redis without persistence, sandboxed processor (each job in a child process of BullMQ's pool, as planrun runs every job)",
+    unit: 'jobs/s',
+  },
   { key: 'planrun-embedded', id: '3', label: 'planrun, embedded broker, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
   { key: 'planrun-rabbitmq', id: '4', label: 'planrun, RabbitMQ, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
 ];
@@ -63,6 +69,8 @@ export function renderTable(run: BenchRun): string {
   const r3f = ratio(t('planrun-embedded'), t('bullmq-fsync'));
   if (r32 !== undefined) lines.push(`| (3)/(2) | planrun embedded ÷ BullMQ in memory | **${r32.toFixed(2)}×** | | | | | ≥ 1: ${r32 >= 1 ? 'met' : 'missed'} | |`);
   if (r3f !== undefined) lines.push(`| (3)/(2f) | planrun embedded ÷ BullMQ appendfsync always | **${r3f.toFixed(2)}×** | | | | | | |`);
+  const r3s = ratio(t('planrun-embedded'), t('bullmq-sandboxed'));
+  if (r3s !== undefined) lines.push(`| (3)/(2s) | planrun embedded ÷ BullMQ sandboxed | **${r3s.toFixed(2)}×** | | | | | | |`);
   if (r41 !== undefined) lines.push(`| (4)/(1) | planrun on RabbitMQ ÷ transport limit | **${r41.toFixed(2)}×** | | | | | ≥ 0.5: ${r41 >= 0.5 ? 'met' : 'missed'} | |`);
 
   const leases = run.sections.leases;
@@ -180,7 +188,8 @@ How each figure is taken:
   for the transport, the last consumer ack.
 - **submit→start**: one job at a time, 5 ms apart, no other job in the system: from just before
   \`submit\` / \`queue.add\` / \`publish\` returns to when the job code (planrun: in its
-  child process; BullMQ: the processor) or the consumer callback starts. Clocks:
+  child process; BullMQ: the processor, in (2s) in its child process) or the consumer
+  callback starts. Clocks:
   \`performance.timeOrigin + performance.now()\` in each process.
 - **RSS**: \`VmHWM\` (peak) from /proc for processes the benchmark starts (the
   orchestrator's process also holds the submitter and, with the embedded broker, the

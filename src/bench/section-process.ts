@@ -23,6 +23,8 @@ async function run(request: SectionRequest): Promise<SectionResult> {
       return runBullmq(profile, env, 'memory', cpuProfileDir);
     case 'bullmq-fsync':
       return runBullmq(profile, env, 'fsync', cpuProfileDir);
+    case 'bullmq-sandboxed':
+      return runBullmq(profile, env, 'memory', cpuProfileDir, 'sandboxed');
     case 'planrun-embedded':
       return runPlanrun(profile, env, 'embedded', cpuProfileDir);
     case 'planrun-rabbitmq':
