@@ -57,7 +57,9 @@ describe('benchmark (smoke)', () => {
     positive(sweep.onePassMs, 'sweep pass');
     positive(sweep.postgresOnePassMs, 'sweep pass on PostgreSQL');
     positive(sweep.sweeperPasses, 'sweeper passes');
-    positive((run.sections.queued as QueuedSectionResult).queued.peakRssMiB, 'queued RSS');
+    const { queued } = run.sections.queued as QueuedSectionResult;
+    positive(queued.peakRssMiB, 'queued RSS');
+    assert.equal(queued.messagesHeld, queued.jobs, 'one work message per queued job, however long they wait with no worker');
     positive((run.sections['planrun-embedded'] as ThroughputResult).brokerMessagesPerJob, 'messages routed per job');
     const floors = run.sections.floors as FloorsResult;
     positive(floors.ledgerCpuMsPerJob, 'ledger floor');

@@ -171,14 +171,26 @@ export async function measureSweep(profile: BenchProfile, env: BenchEnvironment)
   }
 }
 
+/** The queued section's redispatch period and sweep interval: short, so that a run sees many periods pass. */
+const queuedRedispatchMs = 2_000;
+const queuedSweepIntervalMs = 100;
+const sweepLimit = 1_000;
+
 export async function measureQueued(profile: BenchProfile): Promise<QueuedResult> {
   const dir = tempDir('planrun-bench-queued-');
   const clock: Clock = systemClock;
-  const ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db'), clock });
+  const ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db'), clock, config: { redispatchAfterMs: queuedRedispatchMs } });
   // As `planrun up` runs it: every work message stored as well as held.
   const core = new EmbeddedBroker({ store: EmbeddedBrokerStore.open(join(dir.path, 'broker.db')) });
   const topology = new Topology(`bench${randomBytes(4).toString('hex')}`);
-  const orchestrator = new Orchestrator({ ledger, broker: core.connect(), topology, logger: silentLogger(), leaseTtlMs: 90_000 });
+  const orchestrator = new Orchestrator({
+    ledger,
+    broker: core.connect(),
+    topology,
+    logger: silentLogger(),
+    leaseTtlMs: 90_000,
+    sweepIntervalMs: queuedSweepIntervalMs,
+  });
   try {
     await orchestrator.start();
     const t0 = hrNow();
@@ -192,11 +204,18 @@ export async function measureQueued(profile: BenchProfile): Promise<QueuedResult
     await until('the relay to publish every work message', () => (void poll(), unsent === 0), profile.sectionTimeoutMs, 50);
     await sleep(500);
     global.gc?.();
+    const settledRssMiB = procStatusMiB('self', 'VmRSS') ?? Number.NaN;
+    // Then the jobs wait, with no worker, while the sweeper passes over every one of them twice, each past its redispatch period.
+    const waitMs = 2 * (queuedRedispatchMs + Math.ceil(profile.queuedJobs / sweepLimit) * queuedSweepIntervalMs);
+    await sleep(waitMs);
     return {
       jobs: profile.queuedJobs,
       peakRssMiB: procStatusMiB('self', 'VmHWM') ?? Number.NaN,
-      settledRssMiB: procStatusMiB('self', 'VmRSS') ?? Number.NaN,
+      settledRssMiB,
       submitSeconds,
+      waitedSeconds: waitMs / 1000,
+      redispatchAfterSeconds: queuedRedispatchMs / 1000,
+      messagesHeld: core.routedMessages,
     };
   } finally {
     await orchestrator.stop();

@@ -68,6 +68,12 @@ export interface QueuedResult {
   /** RSS once every work message was relayed and the process was idle. */
   settledRssMiB: number;
   submitSeconds: number;
+  /** Then how long the jobs waited, with no worker, while the sweeper ran; peakRssMiB covers it. */
+  waitedSeconds: number;
+  /** The redispatch period during that wait. */
+  redispatchAfterSeconds: number;
+  /** Work messages the embedded broker had taken by the end: one per job unless the sweeper sent copies. */
+  messagesHeld: number;
 }
 
 /** The leases section: heartbeats and sweep, in one process. */

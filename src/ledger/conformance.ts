@@ -1151,6 +1151,32 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           { ...testConfig, redispatchAfterMs: 60_000 },
         ));
 
+      it('sweep with redispatchTypes sends work again only for those types; for the others the period restarts', () =>
+        run(
+          async ({ ledger, clock }) => {
+            const R = 60_000;
+            const render = await submitJob(ledger, { type: 'render' });
+            const transcode = await submitJob(ledger, { type: 'transcode' });
+            await drainOutbox(ledger);
+            const t0 = clock.now();
+            clock.set(t0 + R + 1);
+            assert.deepEqual(await ledger.sweep({ redispatchTypes: ['render'] }), { ...emptySweep, redispatched: [render.id] });
+            assert.deepEqual(
+              (await drainOutbox(ledger)).map((r) => [r.kind, r.body]),
+              [['work', workBody(render, 1)]],
+              'only the render job got its work message again',
+            );
+            assert.deepEqual(await ledger.sweep(), emptySweep, "the transcode job's period restarted at that pass, though it was not sent");
+            clock.set(t0 + 2 * R + 2);
+            assert.deepEqual(await ledger.sweep({ redispatchTypes: [] }), emptySweep, 'no type: nothing is sent');
+            assert.deepEqual(await drainOutbox(ledger), []);
+            clock.set(t0 + 3 * R + 3);
+            const report = await ledger.sweep({ redispatchTypes: ['transcode', 'render'] });
+            assert.deepEqual([...report.redispatched].sort(), [render.id, transcode.id].sort());
+          },
+          { ...testConfig, redispatchAfterMs: 60_000 },
+        ));
+
       it('a job waiting out its backoff is not redispatched; the period counts from notBefore', () =>
         run(
           async ({ ledger, clock }) => {

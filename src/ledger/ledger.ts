@@ -217,6 +217,13 @@ export type RejectResult = { rejected: true; job: Job } | { rejected: false; rea
 export interface SweepParams {
   /** At most this many rows of each kind per pass, so one pass stays bounded. */
   limit?: number;
+  /**
+   * Only queued jobs of these types get their work message again; for the others the
+   * period restarts, as after a redispatch. The caller knows what the ledger cannot:
+   * whether a worker of a type stands idle (so an unleased message of it must be lost or
+   * stuck) or all are busy or gone (so it is only waiting). Without it, every type.
+   */
+  redispatchTypes?: readonly string[];
 }
 
 export interface SweepReport {

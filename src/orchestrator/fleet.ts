@@ -30,6 +30,19 @@ export class Fleet {
     this.members.set(report.worker, { ...report, lastHeartbeat: this.clock.now() });
   }
 
+  /**
+   * The job types some live worker could start a job of now: it said, in its last
+   * heartbeat, that it had a free slot. A queued job of any other type whose work message
+   * went unleased is waiting behind busy workers (or for one to come), not lost.
+   */
+  typesWithFreeSlots(): string[] {
+    const types = new Set<string>();
+    for (const member of this.list()) {
+      if (member.running < member.slots) for (const type of member.jobTypes) types.add(type);
+    }
+    return [...types];
+  }
+
   /** The members heard from within the window; forgets the others. */
   list(): FleetMember[] {
     const horizon = this.clock.now() - this.windowMs;

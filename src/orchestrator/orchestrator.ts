@@ -77,7 +77,7 @@ export class Orchestrator {
         this.events.emit({ jobId, kind: 'state' });
         void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
       }
-    });
+    }, () => this.fleet.typesWithFreeSlots());
   }
 
   async start(): Promise<void> {

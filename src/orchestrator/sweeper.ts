@@ -6,6 +6,11 @@ import { Loop } from './loop.js';
  * Runs the ledger's sweep every interval: expired leases become the next attempt (or
  * end the job), lost work messages are sent again. It wakes the relay when a pass wrote
  * to the outbox.
+ *
+ * A work message is sent again only for the types `redispatchTypes` names (those with
+ * a worker standing idle): an unleased message of a type whose workers are all busy, or
+ * gone, is only waiting in the queue, and a copy per job per period would pile up there
+ * for as long as the backlog lasts.
  */
 export class Sweeper {
   private readonly loop: Loop;
@@ -15,6 +20,7 @@ export class Sweeper {
     private readonly logger: Logger,
     intervalMs: number,
     private readonly onChange: (report: SweepReport) => void,
+    private readonly redispatchTypes: () => readonly string[] | undefined = () => undefined,
   ) {
     this.loop = new Loop('sweeper', logger, async () => {
       await this.runOnce();
@@ -31,7 +37,8 @@ export class Sweeper {
   }
 
   async runOnce(): Promise<SweepReport> {
-    const report = await this.ledger.sweep();
+    const redispatchTypes = this.redispatchTypes();
+    const report = await this.ledger.sweep(redispatchTypes === undefined ? {} : { redispatchTypes });
     const changed = report.requeued.length + report.exhausted.length + report.cancelled.length + report.redispatched.length;
     if (changed > 0) {
       this.logger.info(

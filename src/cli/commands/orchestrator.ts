@@ -33,7 +33,7 @@ export function registerOrchestratorCommand(program: Command): void {
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .option('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', durationOption, defaultLedgerConfig.backoffBaseMs)
     .option('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', durationOption, 1_000)
-    .option('--redispatch-after <duration>', 'a queued job whose work message went unleased this long gets it again', durationOption, defaultLedgerConfig.redispatchAfterMs)
+    .option('--redispatch-after <duration>', 'a queued job whose work message went unleased this long, while a worker of its type had a free slot, gets it again', durationOption, defaultLedgerConfig.redispatchAfterMs)
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
     .action(async (flags: OrchestratorFlags) => (await import('./orchestrator-action.js')).runOrchestrator(flags));
 }

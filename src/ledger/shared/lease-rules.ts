@@ -2,9 +2,10 @@
  * The reasoning every driver shares about leases, stated on the Ledger's Job type so that
  * no driver's row shape leaks in (a driver converts its row with its toJob first): why a
  * (job, attempt, token) is not the live lease, why a grant is refused, and which edge a
- * settle or an expired lease takes. Each rule names the Job fields it reads.
+ * settle or an expired lease takes, and which queued jobs a sweep may send again. Each
+ * rule names the Job fields it reads.
  */
-import { GrantRefusal, LeaseLoss, type Job, type LeaseRef, type SettleOutcome, type SettleResult } from '../ledger.js';
+import { GrantRefusal, LeaseLoss, type Job, type LeaseRef, type SettleOutcome, type SettleResult, type SweepParams } from '../ledger.js';
 import { isTerminal } from '../states.js';
 
 export type SettleTransition = Extract<SettleResult, { accepted: true }>['transition'];
@@ -59,4 +60,11 @@ export function groupByAttempt<T extends { attempt: number }>(leases: readonly T
     else groups.set(lease.attempt, [lease]);
   }
   return groups;
+}
+
+/** Whether a sweep may send a queued job of a type its work message again (`redispatchTypes`: every type when not given). */
+export function redispatchableTypes(params: Pick<SweepParams, 'redispatchTypes'>): (type: string) => boolean {
+  if (params.redispatchTypes === undefined) return () => true;
+  const types = new Set(params.redispatchTypes);
+  return (type) => types.has(type);
 }

@@ -8,14 +8,15 @@
  *   running@n, lease expired, cancel requested -> failed/cancelled   (cancel_running)
  *   running@n, lease expired, attempts left    -> queued@n+1 after backoff (expire)
  *   running@n, lease expired, none left        -> failed/exhausted   (exhaust)
- *   queued@n, due, work message unleased for redispatchAfterMs, and no unsent work
- *   message waiting in the outbox              -> a fresh work message for attempt n
+ *   queued@n, due, work message unleased for redispatchAfterMs, no unsent work
+ *   message waiting in the outbox, and its type among `redispatchTypes` (when given)
+ *                                              -> a fresh work message for attempt n
  *
- * Params: limit? (rows of each kind per pass, default 1000)
+ * Params: limit? (rows of each kind per pass, default 1000), redispatchTypes?
  * Result: what it did, by job.
  */
 import type { SweepParams, SweepReport } from '../../ledger.js';
-import { expiryTransition } from '../../shared/lease-rules.js';
+import { expiryTransition, redispatchableTypes } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { PgContext } from '../context.js';
 import { type JobRow, selectJobById } from '../rows.js';
@@ -52,9 +53,10 @@ export async function sweep(ctx: PgContext, params: SweepParams = {}): Promise<S
   }
   report.requeued.push(...(await requeueExpired(ctx, toRequeue, leaseExpiredError, now)));
 
+  const redispatchable = redispatchableTypes(params);
   for (const row of await ctx.rows<JobRow>(dueRedispatches, [now, limit])) {
-    // A backlog in the relay is not a lost message: wait for it rather than pile up copies.
-    if (!(await ctx.row(unsentWork, [row.id])) && row.not_before <= now) {
+    // A backlog in the relay, or in the broker's queue for busy workers, is not a lost message: wait for it rather than pile up copies.
+    if (redispatchable(row.type) && !(await ctx.row(unsentWork, [row.id])) && row.not_before <= now) {
       await enqueueWork(ctx, row, now, now);
       report.redispatched.push(row.id);
     }

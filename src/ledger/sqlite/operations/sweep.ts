@@ -5,17 +5,18 @@
  *   running@n, lease expired, cancel requested -> failed/cancelled   (cancel_running)
  *   running@n, lease expired, attempts left    -> queued@n+1 after backoff (expire)
  *   running@n, lease expired, none left        -> failed/exhausted   (exhaust)
- *   queued@n, due, work message unleased for redispatchAfterMs, and no unsent work
- *   message waiting in the outbox              -> a fresh work message for attempt n
+ *   queued@n, due, work message unleased for redispatchAfterMs, no unsent work
+ *   message waiting in the outbox, and its type among `redispatchTypes` (when given)
+ *                                              -> a fresh work message for attempt n
  *
  * Which edge an expired lease takes, and the error it records, are the rules every driver
  * shares (shared/lease-rules.ts, shared/recorded-errors.ts).
  *
- * Params: limit? (rows of each kind per pass, default 1000)
+ * Params: limit? (rows of each kind per pass, default 1000), redispatchTypes?
  * Result: what it did, by job.
  */
 import type { SweepParams, SweepReport } from '../../ledger.js';
-import { expiryTransition } from '../../shared/lease-rules.js';
+import { expiryTransition, redispatchableTypes } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { SqliteContext } from '../context.js';
 import { type JobRow, selectJobById } from '../rows.js';
@@ -50,9 +51,10 @@ export function sweep(ctx: SqliteContext, params: SweepParams = {}): SweepReport
   }
   report.requeued.push(...requeueExpired(ctx, toRequeue, leaseExpiredError));
 
+  const redispatchable = redispatchableTypes(params);
   for (const row of ctx.sql(dueRedispatches).all(now, limit) as JobRow[]) {
-    // A backlog in the relay is not a lost message: wait for it rather than pile up copies.
-    if (!ctx.sql(unsentWork).get(row.id) && row.not_before <= now) {
+    // A backlog in the relay, or in the broker's queue for busy workers, is not a lost message: wait for it rather than pile up copies.
+    if (redispatchable(row.type) && !ctx.sql(unsentWork).get(row.id) && row.not_before <= now) {
       enqueueWork(ctx, row, now);
       report.redispatched.push(row.id);
     }

@@ -1,0 +1,91 @@
+/**
+ * The sweeper sends a lost work message again only where a worker stands idle: a backlog
+ * behind busy workers, or with no worker at all, is only waiting in the queue, and a copy
+ * per job per redispatch period would pile up there (in the embedded broker, in the
+ * orchestrator's own memory) for as long as the backlog lasts.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { EmbeddedBroker } from '../broker/embedded.js';
+import { ManualClock } from '../core/clock.js';
+import { silentLogger } from '../core/logger.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
+import { tempDir } from '../testing/temp-dir.js';
+import { Orchestrator } from './orchestrator.js';
+
+const dir = tempDir('planrun-sweeper-');
+after(() => dir.remove());
+const redispatchAfterMs = 60_000;
+let n = 0;
+
+/** An orchestrator that is not started: its sweeper runs only when told, on a manual clock. */
+async function setUp() {
+  const clock = new ManualClock();
+  const ledger = await openSqliteLedger({ path: join(dir.path, `ledger-${n++}.db`), clock, config: { redispatchAfterMs } });
+  const broker = new EmbeddedBroker();
+  const orchestrator = new Orchestrator({ ledger, broker: broker.connect(), logger: silentLogger(), leaseTtlMs: 90_000, clock });
+  return {
+    clock,
+    ledger,
+    orchestrator,
+    close: async () => {
+      await broker.close();
+      await ledger.close();
+    },
+  };
+}
+
+/** What the relay would do: publish every waiting outbox row and mark it sent. */
+async function relayAll(ledger: Ledger): Promise<void> {
+  const rows = await ledger.outboxTake(1000);
+  await ledger.outboxMarkSent(rows.map((row) => row.id));
+}
+
+const heartbeat = (worker: string, jobTypes: string[], running: number) => ({ worker, jobTypes, capabilities: [], slots: 2, running });
+
+describe('sweeper redispatch', () => {
+  it('sends work again for a type only while one of its workers has a free slot', async () => {
+    const { clock, ledger, orchestrator, close } = await setUp();
+    try {
+      const { job: render } = await orchestrator.submit({ tenant: 'acme', type: 'render', input: {} });
+      const { job: transcode } = await orchestrator.submit({ tenant: 'acme', type: 'transcode', input: {} });
+      await relayAll(ledger);
+
+      clock.advance(redispatchAfterMs + 1);
+      assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [], 'no worker at all: the messages wait in the queue');
+
+      clock.advance(redispatchAfterMs + 1);
+      orchestrator.fleet.record(heartbeat('w-busy', ['render', 'transcode'], 2));
+      assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [], 'every slot busy: still only waiting');
+
+      clock.advance(redispatchAfterMs + 1);
+      orchestrator.fleet.record(heartbeat('w-idle', ['render'], 1));
+      assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [render.id], 'a render worker stands idle: the render message is lost or stuck');
+      assert.deepEqual(
+        (await ledger.outboxTake(10)).map((row) => row.jobId),
+        [render.id],
+        'a fresh work message for the render job only',
+      );
+      assert.equal((await ledger.getJob(transcode.id))?.state, 'queued');
+    } finally {
+      await close();
+    }
+  });
+
+  it('a backlog with no worker keeps one work message per job, however long it waits', async () => {
+    const { clock, ledger, orchestrator, close } = await setUp();
+    try {
+      await orchestrator.submitMany(Array.from({ length: 50 }, () => ({ tenant: 'acme', type: 'render', input: {} })));
+      await relayAll(ledger);
+      for (let period = 0; period < 10; period++) {
+        clock.advance(redispatchAfterMs + 1);
+        await orchestrator.sweeper.runOnce();
+      }
+      assert.deepEqual(await ledger.outboxStats(), { unsent: 0, oldestCreatedAt: null }, 'ten periods: no copy written');
+    } finally {
+      await close();
+    }
+  });
+});
