@@ -6,13 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { ManualClock } from '../core/clock.js';
 import { silentLogger } from '../core/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
+import { Harness } from '../testing/harness.js';
 import { tempDir } from '../testing/temp-dir.js';
+import { waitFor } from '../testing/wait.js';
 import { Orchestrator } from './orchestrator.js';
 
 const dir = tempDir('planrun-sweeper-');
@@ -86,6 +89,36 @@ describe('sweeper redispatch', () => {
       assert.deepEqual(await ledger.outboxStats(), { unsent: 0, oldestCreatedAt: null }, 'ten periods: no copy written');
     } finally {
       await close();
+    }
+  });
+
+  it('a lost work message is sent again once a worker of its type stands idle, and the job runs once', async () => {
+    const broker = new EmbeddedBroker();
+    const harness = await new Harness({ broker: broker.connect(), ledgerConfig: { redispatchAfterMs: 300 }, sweepIntervalMs: 50 }).start();
+    try {
+      // The message is lost: a consumer that is no worker takes it and drops it.
+      const workQueue = harness.topology.workQueue('probe');
+      const app = broker.connect();
+      await app.declareQueue(workQueue);
+      const dropped: string[] = [];
+      const dropper = await app.consume(workQueue, (delivery) => {
+        dropped.push(String(delivery.messageId));
+        delivery.ack();
+      }, { prefetch: 10 });
+      const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 50, runLog: harness.runLog } });
+      await waitFor('the work message to be taken', () => dropped.length > 0);
+      // Many periods with no worker in the fleet: nothing is sent again.
+      await delay(1_200);
+      assert.equal(dropped.length, 1, 'no copy while no worker could run the job');
+      await dropper.cancel();
+
+      await harness.startWorker(broker.connect());
+      const result = await waitFor('the result', () => harness.resultsFor(job.id)[0], 15_000);
+      assert.equal(result.body.state, 'finished');
+      assert.deepEqual(harness.runs(job.id).map((run) => run.attempt), [1], 'attempt 1, run once');
+    } finally {
+      await harness.close();
+      await broker.close();
     }
   });
 });
