@@ -77,9 +77,7 @@ export async function runBullmq(
     await addMany(profile.jobs);
     await until('every job to complete', () => peers.done >= before + profile.jobs, profile.sectionTimeoutMs);
     const seconds = (peers.lastAt - t0) / 1000;
-    const workerCpuAfter = peers.cpuSplitMs();
-    const jobProcessCpuMsPerJob = (workerCpuAfter.children - workerCpuBefore.children) / profile.jobs;
-    const workerCpuMsPerJob = (workerCpuAfter.own - workerCpuBefore.own) / profile.jobs + jobProcessCpuMsPerJob;
+    const { workerCpuMsPerJob, jobProcessCpuMsPerJob } = peers.cpuPerJobSince(workerCpuBefore, profile.jobs);
     const serverCpuMsPerJob = redisPid ? (procCpuMs(redisPid) - serverCpuBefore) / profile.jobs : undefined;
     const rss = peers.peakRss();
     const serverRss = sampler.stop();

@@ -22,7 +22,7 @@ import { EmbeddedBrokerStore } from '../broker/embedded-store.js';
 import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { silentLogger } from '../core/logger.js';
 import { decode, encode } from '../control/protocol.js';
-import type { Ledger, SubmitParams } from '../ledger/ledger.js';
+import { defaultSweepLimit, type Ledger, type SubmitParams } from '../ledger/ledger.js';
 import { openPostgresLedger } from '../ledger/postgres/postgres-ledger.js';
 import { openSqliteLedger, sqliteLedgerStats } from '../ledger/sqlite/sqlite-ledger.js';
 import { ControlHandler } from '../orchestrator/control-handler.js';
@@ -174,7 +174,6 @@ export async function measureSweep(profile: BenchProfile, env: BenchEnvironment)
 /** The queued section's redispatch period and sweep interval: short, so that a run sees many periods pass. */
 const queuedRedispatchMs = 2_000;
 const queuedSweepIntervalMs = 100;
-const sweepLimit = 1_000;
 
 export async function measureQueued(profile: BenchProfile): Promise<QueuedResult> {
   const dir = tempDir('planrun-bench-queued-');
@@ -206,7 +205,7 @@ export async function measureQueued(profile: BenchProfile): Promise<QueuedResult
     global.gc?.();
     const settledRssMiB = procStatusMiB('self', 'VmRSS') ?? Number.NaN;
     // Then the jobs wait, with no worker, while the sweeper passes over every one of them twice, each past its redispatch period.
-    const waitMs = 2 * (queuedRedispatchMs + Math.ceil(profile.queuedJobs / sweepLimit) * queuedSweepIntervalMs);
+    const waitMs = 2 * (queuedRedispatchMs + Math.ceil(profile.queuedJobs / defaultSweepLimit) * queuedSweepIntervalMs);
     await sleep(waitMs);
     return {
       jobs: profile.queuedJobs,

@@ -1,14 +1,13 @@
 /**
  * Entry of the benchmark's worker-side processes: a raw amqplib consumer, a consumer of
- * the embedded broker over its socket, a BullMQ worker, or a planrun worker (with its child-process pool). Forked by the driver with
- * its config as argv[2]; reports over IPC (peer-protocol.ts) and stops on `stop`.
+ * the embedded broker over its socket, a BullMQ worker (its processor in process or
+ * sandboxed), or a planrun worker (with its child-process pool). Forked by the driver
+ * with its config as argv[2]; reports over IPC (peer-protocol.ts) and stops on `stop`.
  */
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { hrNow } from './measure.js';
 import { noopJobsModule } from './noop-jobs.js';
-
-const sandboxedProcessor = fileURLToPath(new URL('./bullmq-processor.js', import.meta.url));
 import {
   latencyMark,
   type AmqpConsumerConfig,
@@ -19,6 +18,8 @@ import {
   type PeerMessage,
   type PlanrunWorkerConfig,
 } from './peer-protocol.js';
+
+const sandboxedProcessor = fileURLToPath(new URL('./bullmq-processor.js', import.meta.url));
 
 function tell(message: PeerMessage): void {
   process.send?.(message);

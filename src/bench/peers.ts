@@ -118,6 +118,16 @@ export class Peers {
     return { own, children };
   }
 
+  /**
+   * CPU per job since `before` (a `cpuSplitMs()` reading): the processes and their
+   * children together, and the children's part alone.
+   */
+  cpuPerJobSince(before: { own: number; children: number }, jobs: number): { workerCpuMsPerJob: number; jobProcessCpuMsPerJob: number } {
+    const after = this.cpuSplitMs();
+    const jobProcessCpuMsPerJob = (after.children - before.children) / jobs;
+    return { workerCpuMsPerJob: (after.own - before.own) / jobs + jobProcessCpuMsPerJob, jobProcessCpuMsPerJob };
+  }
+
   async stop(): Promise<void> {
     await Promise.all(
       this.peers.map(async (peer) => {

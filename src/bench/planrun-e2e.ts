@@ -135,9 +135,7 @@ export async function runPlanrun(
     await until('every result', () => received >= before + profile.jobs, profile.sectionTimeoutMs);
     const seconds = (lastAt - t0) / 1000;
     const orchestratorCpuMsPerJob = (cpuMs() - cpuBefore) / profile.jobs;
-    const workerCpuAfter = peers.cpuSplitMs();
-    const jobProcessCpuMsPerJob = (workerCpuAfter.children - workerCpuBefore.children) / profile.jobs;
-    const workerCpuMsPerJob = (workerCpuAfter.own - workerCpuBefore.own) / profile.jobs + jobProcessCpuMsPerJob;
+    const { workerCpuMsPerJob, jobProcessCpuMsPerJob } = peers.cpuPerJobSince(workerCpuBefore, profile.jobs);
     const serverCpuMsPerJob = rabbitPid ? (procCpuMs(rabbitPid) - serverCpuBefore) / profile.jobs : undefined;
     const transactionsPerJob = (sqliteLedgerStats(ledger)!.transactions - txBefore) / profile.jobs;
     const brokerMessagesPerJob = routedMessages && routedBefore !== undefined ? (routedMessages() - routedBefore) / profile.jobs : undefined;

@@ -58,7 +58,8 @@ export class EmbeddedBroker {
   private readonly connections = new Set<EmbeddedConnection>();
   private readonly store: EmbeddedBrokerStore | undefined;
   private nextSeq = 1;
-  private routed = 0;
+  /** The first seq this run stamps (after what was restored): every message routed takes one. */
+  private readonly firstSeq: number;
   private nextReplyAddress = 1;
   private closed = false;
 
@@ -68,11 +69,12 @@ export class EmbeddedBroker {
       options.consumerTimeoutMs === undefined ? undefined : requireTtl('consumerTimeoutMs', options.consumerTimeoutMs);
     this.store = options.store;
     if (this.store) this.restore(this.store);
+    this.firstSeq = this.nextSeq;
   }
 
   /** Messages routed since the broker started (published, sent to a queue, or replies): for benchmarks and metrics. */
   get routedMessages(): number {
-    return this.routed;
+    return this.nextSeq - this.firstSeq;
   }
 
   /** Resolves once every change made so far is stored (at once without a store). */
@@ -251,7 +253,6 @@ export class EmbeddedBroker {
   }
 
   private stamp(routingKey: string, message: OutgoingMessage): StoredMessage {
-    this.routed++;
     return {
       seq: this.nextSeq++,
       body: Buffer.from(message.body),

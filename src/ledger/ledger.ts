@@ -214,8 +214,11 @@ export interface RejectParams {
 
 export type RejectResult = { rejected: true; job: Job } | { rejected: false; reason: 'unknown_job' | 'not_queued' };
 
+/** Rows of each kind one sweep pass takes at most unless told otherwise. */
+export const defaultSweepLimit = 1000;
+
 export interface SweepParams {
-  /** At most this many rows of each kind per pass, so one pass stays bounded. */
+  /** At most this many rows of each kind per pass (default `defaultSweepLimit`), so one pass stays bounded. */
   limit?: number;
   /**
    * Only queued jobs of these types get their work message again; for the others the

@@ -15,7 +15,7 @@
  * Params: limit? (rows of each kind per pass, default 1000), redispatchTypes?
  * Result: what it did, by job.
  */
-import type { SweepParams, SweepReport } from '../../ledger.js';
+import { defaultSweepLimit, type SweepParams, type SweepReport } from '../../ledger.js';
 import { expiryTransition, redispatchableTypes } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { PgContext } from '../context.js';
@@ -33,7 +33,7 @@ const unsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
 
 export async function sweep(ctx: PgContext, params: SweepParams = {}): Promise<SweepReport> {
-  const limit = params.limit ?? 1000;
+  const limit = params.limit ?? defaultSweepLimit;
   const now = ctx.clock.now();
   const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 

@@ -15,7 +15,7 @@
  * Params: limit? (rows of each kind per pass, default 1000), redispatchTypes?
  * Result: what it did, by job.
  */
-import type { SweepParams, SweepReport } from '../../ledger.js';
+import { defaultSweepLimit, type SweepParams, type SweepReport } from '../../ledger.js';
 import { expiryTransition, redispatchableTypes } from '../../shared/lease-rules.js';
 import { cancelledError, leaseExpiredError } from '../../shared/recorded-errors.js';
 import type { SqliteContext } from '../context.js';
@@ -31,7 +31,7 @@ const unsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND 
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
 
 export function sweep(ctx: SqliteContext, params: SweepParams = {}): SweepReport {
-  const limit = params.limit ?? 1000;
+  const limit = params.limit ?? defaultSweepLimit;
   const now = ctx.clock.now();
   const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 
