@@ -78,7 +78,7 @@ export async function measureHeartbeats(profile: BenchProfile): Promise<Heartbea
     const handler = new ControlHandler(ledger, new Fleet(systemClock, 60_000), { leaseTtlMs });
     // What each worker sends, serialised once as it would be on the wire.
     const requests = [...byWorker].map(([worker, leases]) =>
-      encode({ op: 'heartbeat', worker, jobTypes: [noopJobType], capabilities: [], slots: leases.length, leases }),
+      encode({ op: 'heartbeat', worker, secret: `secret-of-${worker}-in-the-bench`, jobTypes: [noopJobType], capabilities: [], slots: leases.length, leases }),
     );
     let txns = 0;
     let cpu = 0;

@@ -16,6 +16,15 @@ const leaseRef = z.object({
   token: z.string().min(1),
 });
 
+/**
+ * A secret each worker process makes at start and sends with its lease requests and
+ * heartbeats. The orchestrator keeps only its digest, with each lease it grants and with the
+ * worker's fleet entry: a worker's name is public (attempts, the fleet), the secret is not,
+ * so only the process that won a grant can be given its token again, and only it can speak
+ * for its fleet entry.
+ */
+const workerSecret = z.string().min(16).max(256);
+
 const serializedError = z.object({
   class: z.enum(['permanent', 'transient', 'fatal']),
   code: z.string(),
@@ -34,10 +43,12 @@ export const controlRequest = z.discriminatedUnion('op', [
     attempt: z.number().int().min(1),
     tenant: z.string().min(1),
     worker: z.string().min(1),
+    secret: workerSecret,
   }),
   z.object({
     op: z.literal('heartbeat'),
     worker: z.string().min(1),
+    secret: workerSecret,
     jobTypes: z.array(z.string()),
     capabilities: z.array(z.string()),
     slots: z.number().int().min(0),
@@ -100,6 +111,10 @@ export const ControlErrorCode = {
   invalidRequest: 'invalid_request',
   /** The ledger could not answer (storage failure); retrying later may. */
   ledgerUnavailable: 'ledger_unavailable',
+  /** The message did not carry the fleet key the orchestrator was given: it is not from one of its workers. */
+  unauthorized: 'unauthorized',
+  /** A heartbeat named a live worker of the fleet, without that worker process's secret. */
+  workerConflict: 'worker_conflict',
 } as const;
 export type ControlErrorCode = (typeof ControlErrorCode)[keyof typeof ControlErrorCode];
 
@@ -119,6 +134,13 @@ export interface ControlBatchReply {
   /** One per request, in the order of the requests. */
   answers: ControlAnswer[];
 }
+
+/**
+ * The header carrying the fleet key: a credential the orchestrator and its workers share
+ * (`PLANRUN_FLEET_KEY`). When the orchestrator has one, a control message without it is
+ * answered `unauthorized` and changes nothing.
+ */
+export const fleetKeyHeader = 'planrun-fleet-key';
 
 export function isBatchMessage(value: unknown): boolean {
   return typeof value === 'object' && value !== null && (value as { op?: unknown }).op === 'batch';

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,7 +73,10 @@ export class LocalStack {
       workerBrokerArgs = ['--broker-socket', embedded.socketPath];
     }
     const topology = new Topology(options.prefix);
+    // Only the workers this process starts get it: nothing else on the broker is taken for one of them.
+    const fleetKey = randomBytes(32).toString('base64url');
     const service = await OrchestratorService.start({
+      fleetKey,
       dataDir,
       ...(options.ledger ? { ledger: options.ledger } : {}),
       broker,
@@ -101,7 +105,7 @@ export class LocalStack {
           ...options.jobs.flatMap((module) => ['--jobs', resolve(module)]),
           ...(options.capabilities.length > 0 ? ['--capabilities', options.capabilities.join(',')] : []),
         ],
-        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel },
+        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel, PLANRUN_FLEET_KEY: fleetKey },
       });
     }
     const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${embedded!.socketPath})`;

@@ -26,6 +26,8 @@ export interface OrchestratorServiceOptions {
   host: string;
   port: number;
   declaredFleet?: DeclaredFleet;
+  /** The credential every control message must carry (see Orchestrator's `fleetKey`). */
+  fleetKey?: string | undefined;
 }
 
 /**
@@ -55,7 +57,11 @@ export class OrchestratorService {
       leaseTtlMs: options.ledgerConfig.leaseTtlMs,
       sweepIntervalMs: options.sweepIntervalMs,
       ...(options.declaredFleet ? { declaredFleet: options.declaredFleet } : {}),
+      ...(options.fleetKey ? { fleetKey: options.fleetKey } : {}),
     });
+    if (!options.fleetKey) {
+      options.logger.warn('no fleet key (PLANRUN_FLEET_KEY): anyone who can publish to the broker is taken for a worker of this fleet; see docs/security.md');
+    }
     try {
       await orchestrator.start();
       const api = buildApi({ orchestrator, keys, broker: options.broker, logger: options.logger.child({ part: 'api' }) });

@@ -33,6 +33,7 @@ import {
   freshKey,
   grant,
   mustGetJob,
+  proofOf,
   resultRows,
   settleOk,
   snapshot,
@@ -336,21 +337,36 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
         run(async ({ ledger, clock }) => {
           const g = await submitAndGrant(ledger, {}, 'w1');
           clock.advance(TTL / 2);
-          const again = await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1' });
+          const again = await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1', holderProof: proofOf('w1') });
           assert.ok(again.granted, 'granted again');
           assert.equal(again.token, g.ref.token);
           assert.equal(again.deadline, clock.now() + TTL);
           assert.equal((await ledger.getAttempts(g.job.id)).length, 1);
         }));
 
+      it("the holder's name without its proof, or with another proof, is refused and learns nothing (a forged lease request)", () =>
+        run(async ({ ledger, clock }) => {
+          const g = await submitAndGrant(ledger, {}, 'w1');
+          clock.advance(TTL / 2);
+          const before = await snapshot(ledger, [g.job.id]);
+          const forged = [
+            await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1' }),
+            await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1', holderProof: 'a-guess' }),
+            await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w2', holderProof: proofOf('w1') }),
+          ];
+          for (const res of forged) expectGrantRefused(res, 'already_running', 'not the holding process');
+          assert.deepEqual(await snapshot(ledger, [g.job.id]), before, 'the holder keeps its lease and its deadline');
+          await settleOk(ledger, g.ref, finished());
+        }));
+
       it('the holder asking again after its lease expired, or after a cancel request, is refused', () =>
         run(async ({ ledger, clock }) => {
           const g = await submitAndGrant(ledger, {}, 'w1');
           clock.advance(TTL);
-          expectGrantRefused(await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1' }), 'already_running', 'expired');
+          expectGrantRefused(await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1', holderProof: proofOf('w1') }), 'already_running', 'expired');
           const h = await submitAndGrant(ledger, {}, 'w1');
           await ledger.cancel({ jobId: h.job.id });
-          expectGrantRefused(await ledger.grantLease({ jobId: h.job.id, attempt: 1, worker: 'w1' }), 'already_running', 'cancel requested');
+          expectGrantRefused(await ledger.grantLease({ jobId: h.job.id, attempt: 1, worker: 'w1', holderProof: proofOf('w1') }), 'already_running', 'cancel requested');
         }));
 
       it('a running attempt whose lease expired is still refused already_running until the sweeper moves it', () =>

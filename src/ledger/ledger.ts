@@ -133,6 +133,13 @@ export interface GrantLeaseParams {
   jobId: string;
   attempt: number;
   worker: string;
+  /**
+   * A digest of a secret only the asking worker process holds, stored with the lease. A
+   * repeated request gets the live lease (and its token) back only when it names the same
+   * worker with the same proof: a worker name is public (attempts, the fleet), so alone it
+   * proves nothing. Without a proof a request is never given a lease already granted.
+   */
+  holderProof?: string;
 }
 
 export const GrantRefusal = {

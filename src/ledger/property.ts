@@ -49,7 +49,7 @@ import {
   type WorkMessage,
 } from './ledger.js';
 import { isTerminal, type FailureReason, type JobState } from './states.js';
-import { assertResultBody, errors, type LedgerFactory } from './testing.js';
+import { assertResultBody, errors, proofOf, type LedgerFactory } from './testing.js';
 
 const DEFAULT_SEED = 20_260_101;
 const DEFAULT_RUNS = 50;
@@ -83,6 +83,8 @@ type Op =
   | { k: 'relay'; lose: boolean }
   | { k: 'grant'; w: number; msg: number; redelivery: boolean; future: boolean }
   | { k: 'grantRace'; msg: number; redelivery: boolean }
+  /** A lease request naming a holder and its attempt, but without that worker process's proof. */
+  | { k: 'forgedGrant'; h: number; withProof: 'none' | 'guessed' }
   | { k: 'renew'; w: number }
   | { k: 'check'; ref: number; forge: boolean }
   | { k: 'progress'; h: number; fraction: number }
@@ -133,6 +135,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       .map((r): Op => ({ k: 'grant', ...r })),
   },
   { weight: 1, arbitrary: fc.record({ msg: pickArb, redelivery: fc.boolean() }).map((r): Op => ({ k: 'grantRace', ...r })) },
+  { weight: 1, arbitrary: fc.record({ h: pickArb, withProof: fc.constantFrom<'none' | 'guessed'>('none', 'guessed') }).map((r): Op => ({ k: 'forgedGrant', ...r })) },
   { weight: 5, arbitrary: workerArb.map((w): Op => ({ k: 'renew', w })) },
   { weight: 1, arbitrary: fc.record({ ref: pickArb, forge: fc.boolean() }).map((r): Op => ({ k: 'check', ...r })) },
   {
@@ -410,7 +413,7 @@ class Simulation {
     const attempt = future ? msg.attempt + 1 : msg.attempt;
     const expected = this.expectGrant(msg.jobId, attempt, worker);
     const before = await this.jobAndOutbox(msg.jobId);
-    const res = await this.ledger.grantLease({ jobId: msg.jobId, attempt, worker });
+    const res = await this.ledger.grantLease({ jobId: msg.jobId, attempt, worker, holderProof: proofOf(worker) });
     this.log(`grant ${worker} ${msg.jobId}@${attempt} -> ${res.granted ? 'granted' : res.reason}`);
     if (expected.ok === 'regrant') {
       const j = this.byId.get(msg.jobId)!;
@@ -433,11 +436,20 @@ class Simulation {
     return false;
   }
 
+  /** Someone who knows a holder's public name asks for its lease: refused, and the holder keeps it unchanged. */
+  async forgedGrant(ref: LeaseRef, worker: string, withProof: 'none' | 'guessed'): Promise<void> {
+    const before = await this.jobAndOutbox(ref.jobId);
+    const res = await this.ledger.grantLease({ jobId: ref.jobId, attempt: ref.attempt, worker, ...(withProof === 'guessed' ? { holderProof: `guess-${worker}` } : {}) });
+    this.log(`forgedGrant ${worker} ${ref.jobId}@${ref.attempt} -> ${res.granted ? 'GRANTED' : res.reason}`);
+    assert.ok(!res.granted, `a lease request without the holder's proof must not be granted, got ${JSON.stringify(res)}`);
+    assert.deepEqual(await this.jobAndOutbox(ref.jobId), before, 'a forged lease request changes nothing');
+  }
+
   async grantRace(msg: WorkMessage): Promise<void> {
     const workers = [WORKERS[0], WORKERS[1]];
     const holder = workers.find((worker) => this.expectGrant(msg.jobId, msg.attempt, worker).ok === 'regrant');
     const expected = this.expectGrant(msg.jobId, msg.attempt);
-    const results = await Promise.all(workers.map((worker) => this.ledger.grantLease({ jobId: msg.jobId, attempt: msg.attempt, worker })));
+    const results = await Promise.all(workers.map((worker) => this.ledger.grantLease({ jobId: msg.jobId, attempt: msg.attempt, worker, holderProof: proofOf(worker) })));
     this.log(`grantRace ${msg.jobId}@${msg.attempt} -> ${results.map((r) => (r.granted ? 'granted' : r.reason)).join(',')}`);
     const winners = results.flatMap((r, i) => (r.granted ? [{ r, worker: workers[i]! }] : []));
     if (holder !== undefined) {
@@ -803,6 +815,11 @@ class Simulation {
       case 'grantRace': {
         const msg = await this.pickMessage(op.msg, op.redelivery);
         if (msg) await this.grantRace(msg);
+        return;
+      }
+      case 'forgedGrant': {
+        const held = this.pickHeld(op.h);
+        if (held) await this.forgedGrant(held.ref, held.worker, op.withProof);
         return;
       }
       case 'renew':

@@ -120,10 +120,15 @@ export function expectGrantRefused(res: GrantLeaseResult, reason: string, what =
 }
 
 /** Grants the lease of `jobId`'s current attempt to `worker`. */
+/** The holder proof the test helpers grant with: one per worker name, as one worker process would send. */
+export function proofOf(worker: string): string {
+  return `proof-of-${worker}`;
+}
+
 export async function grant(ledger: Ledger, jobId: string, worker = 'worker-a'): Promise<Granted> {
   const job = await ledger.getJob(jobId);
   assert.ok(job, `job ${jobId} exists`);
-  const res = expectGranted(await ledger.grantLease({ jobId, attempt: job.attempt, worker }));
+  const res = expectGranted(await ledger.grantLease({ jobId, attempt: job.attempt, worker, holderProof: proofOf(worker) }));
   return { job: res.job, ref: { jobId, attempt: job.attempt, token: res.token }, deadline: res.deadline };
 }
 

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { LedgerError } from '../ledger/errors.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
 import {
   ControlErrorCode,
   controlRequest,
   type ControlAnswer,
+  type ControlFailure,
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
@@ -71,7 +73,7 @@ export class ControlHandler {
   private async lease(request: Extract<ControlRequest, { op: 'lease' }>): Promise<LeaseReply> {
     const { jobId, attempt } = request;
     if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'lease', jobId, attempt, granted: false, reason: 'unknown_job' };
-    const result = await this.ledger.grantLease({ jobId, attempt, worker: request.worker });
+    const result = await this.ledger.grantLease({ jobId, attempt, worker: request.worker, holderProof: proofOf(request.secret) });
     if (!result.granted) return { op: 'lease', jobId, attempt, granted: false, reason: result.reason };
     this.observer?.granted(result.job);
     return {
@@ -86,14 +88,11 @@ export class ControlHandler {
     };
   }
 
-  private async heartbeat(request: Extract<ControlRequest, { op: 'heartbeat' }>): Promise<HeartbeatReply> {
-    this.fleet.record({
-      worker: request.worker,
-      jobTypes: request.jobTypes,
-      capabilities: request.capabilities,
-      slots: request.slots,
-      running: request.leases.length,
-    });
+  private async heartbeat(request: Extract<ControlRequest, { op: 'heartbeat' }>): Promise<HeartbeatReply | ControlFailure> {
+    const report = { worker: request.worker, jobTypes: request.jobTypes, capabilities: request.capabilities, slots: request.slots, running: request.leases.length };
+    if (!this.fleet.record(report, proofOf(request.secret))) {
+      return { op: 'error', code: ControlErrorCode.workerConflict, message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process` };
+    }
     const result = await this.ledger.renewLeases({
       worker: request.worker,
       leases: request.leases.map(({ jobId, attempt, token }) => ({ jobId, attempt, token })),
@@ -133,4 +132,9 @@ export class ControlHandler {
       ? { op: 'settle', jobId, attempt, accepted: true, state: result.job.state, transition: result.transition }
       : { op: 'settle', jobId, attempt, accepted: false, reason: result.reason };
   }
+}
+
+/** What the ledger and the fleet keep of a worker's secret: its digest, so that neither a ledger reader nor a log learns the secret. */
+function proofOf(secret: string): string {
+  return createHash('sha256').update(secret).digest('base64url');
 }

@@ -13,12 +13,18 @@ export interface FleetMember extends WorkerReport {
   lastHeartbeat: number;
 }
 
+interface Entry {
+  member: FleetMember;
+  /** The digest of the worker process's secret that first spoke for this name. */
+  proof: string;
+}
+
 /**
  * The workers seen lately, from their heartbeats. Kept in memory: after an orchestrator
  * restart the fleet refills within one heartbeat interval.
  */
 export class Fleet {
-  private readonly members = new Map<string, FleetMember>();
+  private readonly members = new Map<string, Entry>();
 
   constructor(
     private readonly clock: Clock,
@@ -26,8 +32,16 @@ export class Fleet {
     private readonly windowMs: number,
   ) {}
 
-  record(report: WorkerReport): void {
-    this.members.set(report.worker, { ...report, lastHeartbeat: this.clock.now() });
+  /**
+   * Records a heartbeat's report, unless a live member of that name was recorded with
+   * another proof: then it is someone else speaking for that worker (its name is public),
+   * and nothing changes. A name is free again once its member left the window.
+   */
+  record(report: WorkerReport, proof: string): boolean {
+    const known = this.members.get(report.worker);
+    if (known && known.proof !== proof && this.isLive(known.member)) return false;
+    this.members.set(report.worker, { member: { ...report, lastHeartbeat: this.clock.now() }, proof });
+    return true;
   }
 
   /**
@@ -45,8 +59,11 @@ export class Fleet {
 
   /** The members heard from within the window; forgets the others. */
   list(): FleetMember[] {
-    const horizon = this.clock.now() - this.windowMs;
-    for (const [id, member] of this.members) if (member.lastHeartbeat < horizon) this.members.delete(id);
-    return [...this.members.values()];
+    for (const [id, entry] of this.members) if (!this.isLive(entry.member)) this.members.delete(id);
+    return [...this.members.values()].map((entry) => entry.member);
+  }
+
+  private isLive(member: FleetMember): boolean {
+    return member.lastHeartbeat >= this.clock.now() - this.windowMs;
   }
 }

@@ -1,7 +1,17 @@
 import type { Logger } from 'pino';
 import type { Broker, Subscription } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
-import { controlBatch, decode, encode, isBatchMessage, type ControlAnswer, type ControlBatchReply } from '../control/protocol.js';
+import { timingSafeEqual } from 'node:crypto';
+import {
+  ControlErrorCode,
+  controlBatch,
+  decode,
+  encode,
+  fleetKeyHeader,
+  isBatchMessage,
+  type ControlAnswer,
+  type ControlBatchReply,
+} from '../control/protocol.js';
 import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
@@ -30,6 +40,12 @@ export interface OrchestratorOptions {
   controlConcurrency?: number;
   relay?: Partial<OutboxRelayOptions>;
   clock?: Clock;
+  /**
+   * The credential its workers must show (`PLANRUN_FLEET_KEY`): a control message without
+   * it is answered `unauthorized` and changes nothing. Without one, anyone who can publish
+   * to the broker is taken for a new worker (docs/security.md).
+   */
+  fleetKey?: string;
 }
 
 /**
@@ -84,7 +100,7 @@ export class Orchestrator {
     await this.topology.declareCore(this.options.broker);
     this.controlSubscription = await this.options.broker.serve(
       this.topology.controlQueue,
-      async (request) => encode(await this.answer(request.body)),
+      async (request) => encode(this.fromFleet(request.headers[fleetKeyHeader]) ? await this.answer(request.body) : unauthorized),
       { prefetch: this.options.controlConcurrency ?? 64 },
     );
     this.relay.start();
@@ -142,6 +158,15 @@ export class Orchestrator {
     await this.relay.stop();
   }
 
+  /** Whether a control message carries the fleet key, when the orchestrator has one. */
+  private fromFleet(presented: unknown): boolean {
+    const expected = this.options.fleetKey;
+    if (expected === undefined) return true;
+    if (typeof presented !== 'string') return false;
+    const [a, b] = [Buffer.from(presented), Buffer.from(expected)];
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
   private async answer(body: Buffer): Promise<ControlAnswer | ControlBatchReply> {
     let message: unknown;
     try {
@@ -174,3 +199,9 @@ export class Orchestrator {
     }
   }
 }
+
+const unauthorized: ControlAnswer = {
+  op: 'error',
+  code: ControlErrorCode.unauthorized,
+  message: 'this control message does not carry the fleet key the orchestrator was given (PLANRUN_FLEET_KEY)',
+};

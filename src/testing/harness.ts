@@ -33,6 +33,8 @@ export interface HarnessOptions {
   broker: Broker;
   ledgerConfig?: Partial<LedgerConfig>;
   sweepIntervalMs?: number;
+  /** The fleet key the orchestrator requires of workers (none unless given). */
+  fleetKey?: string;
 }
 
 export class Harness {
@@ -59,6 +61,7 @@ export class Harness {
       leaseTtlMs: ledgerConfig.leaseTtlMs,
       sweepIntervalMs: this.options.sweepIntervalMs ?? 100,
       relay: { idleIntervalMs: 50, retryIntervalMs: 200 },
+      ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
     });
     await this.orchestrator.start();
     this.closers.push(() => this.orchestrator.stop(), () => this.ledger.close());

@@ -1,7 +1,9 @@
-import { BrokerError, type Broker } from '../broker/broker.js';
+import { randomBytes } from 'node:crypto';
+import { BrokerError, type Broker, type HeaderValue } from '../broker/broker.js';
 import {
   decode,
   encode,
+  fleetKeyHeader,
   maxControlBatch,
   type ControlAnswer,
   type ControlBatchReply,
@@ -26,6 +28,18 @@ export class ControlError extends Error {
 }
 
 type Reply<Op extends ControlRequest['op']> = Extract<ControlAnswer, { op: Op }>;
+
+/** What a worker process proves itself with on the control plane (see protocol.ts). */
+export interface WorkerCredentials {
+  /** Made at random by this process, never shown to anyone but the orchestrator. */
+  secret: string;
+  /** The fleet key the orchestrator was given, if any (`PLANRUN_FLEET_KEY`). */
+  fleetKey?: string | undefined;
+}
+
+export function newWorkerSecret(): string {
+  return randomBytes(32).toString('base64url');
+}
 
 interface Pending {
   request: ControlRequest;
@@ -63,19 +77,20 @@ export class ControlClient {
     private readonly topology: Topology,
     private readonly timeoutMs: number,
     private readonly lateWindowMs = 0,
+    private readonly credentials: WorkerCredentials = { secret: newWorkerSecret() },
   ) {}
 
-  lease(request: Omit<Extract<ControlRequest, { op: 'lease' }>, 'op'>, onLateGrant?: (reply: LeaseReply & { granted: true }) => void): Promise<LeaseReply> {
+  lease(request: Omit<Extract<ControlRequest, { op: 'lease' }>, 'op' | 'secret'>, onLateGrant?: (reply: LeaseReply & { granted: true }) => void): Promise<LeaseReply> {
     const late = onLateGrant
       ? (answer: ControlAnswer) => {
           if (answer.op === 'lease' && answer.granted && answer.jobId === request.jobId && answer.attempt === request.attempt) onLateGrant(answer);
         }
       : undefined;
-    return this.call({ op: 'lease', ...request }, request.tenant, late);
+    return this.call({ op: 'lease', ...request, secret: this.credentials.secret }, request.tenant, late);
   }
 
-  heartbeat(request: Omit<Extract<ControlRequest, { op: 'heartbeat' }>, 'op'>): Promise<HeartbeatReply> {
-    return this.call({ op: 'heartbeat', ...request });
+  heartbeat(request: Omit<Extract<ControlRequest, { op: 'heartbeat' }>, 'op' | 'secret'>): Promise<HeartbeatReply> {
+    return this.call({ op: 'heartbeat', ...request, secret: this.credentials.secret });
   }
 
   fence(request: Omit<Extract<ControlRequest, { op: 'fence' }>, 'op'>): Promise<FenceReply> {
@@ -114,6 +129,13 @@ export class ControlClient {
     }
   }
 
+  private headers(tenant: string | undefined): Record<string, HeaderValue> {
+    return {
+      ...(tenant ? { [tenantHeader]: tenant } : {}),
+      ...(this.credentials.fleetKey ? { [fleetKeyHeader]: this.credentials.fleetKey } : {}),
+    };
+  }
+
   private async sendBatch(batch: Pending[]): Promise<void> {
     // The tenant header names the tenant when the message concerns one (every request also carries it in its body).
     const tenants = new Set(batch.map((pending) => pending.tenant));
@@ -136,7 +158,7 @@ export class ControlClient {
         {
           timeoutMs: this.timeoutMs,
           ...(listensLate ? { waitMs: this.timeoutMs + this.lateWindowMs } : {}),
-          ...(tenant ? { headers: { [tenantHeader]: tenant } } : {}),
+          headers: this.headers(tenant),
         },
       );
       const reply = decode(body) as ControlAnswer | ControlBatchReply;

@@ -7,8 +7,8 @@ import { type SerializedError } from '../core/errors.js';
 import type { JobResult, WorkMessage } from '../ledger/ledger.js';
 import { defaultTopology, tenantHeader, type Topology } from '../topology.js';
 import { Admission } from './admission.js';
-import type { LeaseReply } from '../control/protocol.js';
-import { ControlClient } from './control-client.js';
+import { ControlErrorCode, type LeaseReply } from '../control/protocol.js';
+import { ControlClient, ControlError, newWorkerSecret } from './control-client.js';
 import { DedupMemory } from './dedup.js';
 import { LeaseBook, type HeldLease } from './lease-book.js';
 import type { OutputStore } from './output-store.js';
@@ -37,6 +37,8 @@ export interface WorkerOptions {
   outputStore: OutputStore;
   logger: Logger;
   workerId?: string;
+  /** The fleet key the orchestrator requires of its workers, if it has one (`PLANRUN_FLEET_KEY`). */
+  fleetKey?: string | undefined;
   clock?: Clock;
   timing?: Partial<WorkerTiming>;
   /** Disk reserved for a job type that declares none. */
@@ -122,7 +124,10 @@ export class Worker {
     this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.clock = options.clock ?? systemClock;
     this.timing = { ...defaultWorkerTiming, ...options.timing };
-    this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs, this.timing.lateGrantWindowMs);
+    this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs, this.timing.lateGrantWindowMs, {
+      secret: newWorkerSecret(),
+      fleetKey: options.fleetKey,
+    });
     this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
     this.leases = new LeaseBook(this.clock);
     // A worker offers (consumes, and reports to the fleet) only the types it can run.
@@ -300,6 +305,7 @@ export class Worker {
       // The orchestrator did not answer: keep nothing, ack nothing; the message comes back.
       this.dedup.forget(work.jobId, work.attempt);
       release();
+      this.refusedAsWorker(error);
       this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'lease request failed; message goes back');
       this.giveBack(delivery);
     }
@@ -534,6 +540,7 @@ export class Worker {
       for (const { jobId, attempt, reason } of reply.lost) this.loseLease(jobId, attempt, reason);
       this.events.emit({ type: 'heartbeat', renewed: reply.renewed.length, lost: reply.lost.length });
     } catch (error) {
+      if (this.refusedAsWorker(error)) return;
       this.options.logger.warn({ err: describe(error) }, 'heartbeat not answered; leases hold until their local deadlines');
     }
   }
@@ -549,6 +556,17 @@ export class Worker {
     this.events.emit({ type: 'lease_lost', jobId, attempt, reason });
     this.options.logger.warn({ jobId, attempt, reason }, 'lease lost; stopping the job');
     job.lease.abort.abort(new Error(`lease lost: ${reason}`));
+  }
+
+  /**
+   * The orchestrator refuses to take this process for a worker of its fleet (a wrong or
+   * missing fleet key, or another live process speaking for this worker id): nothing it
+   * asks will ever be granted, so it stops as after a Fatal error, saying why.
+   */
+  private refusedAsWorker(error: unknown): boolean {
+    if (!(error instanceof ControlError) || (error.code !== ControlErrorCode.unauthorized && error.code !== ControlErrorCode.workerConflict)) return false;
+    this.fatal({ class: 'fatal', code: error.code, message: `the orchestrator refuses this worker: ${error.message}` });
+    return true;
   }
 
   /** A Fatal error: this worker is broken. Stop taking work, let the leases expire, exit. */

@@ -46,6 +46,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     sweepIntervalMs: flags.sweepInterval,
     host: flags.host,
     port: flags.port,
+    fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
   });
   let exiting = false;
   async function shutdown(): Promise<void> {

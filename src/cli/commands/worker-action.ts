@@ -13,6 +13,9 @@ import { builtInJobTypesModule, fatalExitCode, type WorkerFlags } from './worker
 
 export async function runWorker(flags: WorkerFlags): Promise<void> {
   const logger = createLogger('planrun-worker');
+  // Read once and taken out of the environment, so the job processes started below do not inherit it.
+  const fleetKey = process.env.PLANRUN_FLEET_KEY || undefined;
+  delete process.env.PLANRUN_FLEET_KEY;
   const jobModules = [builtInJobTypesModule, ...flags.jobs.map((module) => resolve(module))];
   const registry = await loadJobTypeRegistry(jobModules);
   mkdirSync(flags.scratchDir, { recursive: true });
@@ -32,6 +35,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     scratchRoot: flags.scratchDir,
     outputStore: new DirectoryOutputStore(flags.outputDir),
     logger,
+    fleetKey,
     defaultOutputReserveBytes: flags.outputReserve,
     timing: { heartbeatIntervalMs: flags.heartbeatInterval, controlTimeoutMs: flags.controlTimeout },
     onFatal: () => {

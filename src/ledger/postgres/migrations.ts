@@ -117,4 +117,12 @@ export const migrations: readonly Migration[] = [
       CREATE UNIQUE INDEX outbox_one_result ON outbox (job_id) WHERE kind = 'result';
     `,
   },
+  {
+    version: 2,
+    name: 'the proof of who holds a lease',
+    sql: `
+      -- A digest of the holding worker process's secret: a regrant needs it, not just the holder's public name.
+      ALTER TABLE jobs ADD COLUMN lease_proof text;
+    `,
+  },
 ];

@@ -1,0 +1,152 @@
+/**
+ * Forged control requests, sent as an outsider on the broker would (issue "Holes found by
+ * probing", finding 1): to the control queue with RabbitMQ's direct reply-to, naming a
+ * running job and the worker that holds it (worker names are public in the job's attempts
+ * and the fleet). None may take over a lease, settle a job or speak for a worker.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { Broker } from '../broker/broker.js';
+import { Harness, type TestWorker } from '../testing/harness.js';
+import { forgeControlRequest } from '../testing/control-forgery.js';
+import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
+import { waitFor } from '../testing/wait.js';
+
+const secretOfNobody = 'a-secret-the-worker-never-made-0123456789';
+
+async function runningProbe(harness: Harness, ms: number) {
+  const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'probe', input: { ms, steps: 20, runLog: harness.runLog } });
+  const running = await waitFor('the probe job to run', async () => {
+    const now = await harness.ledger.getJob(job.id);
+    return now?.state === 'running' ? now : undefined;
+  });
+  return running;
+}
+
+describe('forged control requests on RabbitMQ', () => {
+  let connections: Awaited<ReturnType<typeof rabbitMqConnections>>;
+  let outsider: Broker;
+
+  before(async () => {
+    connections = await rabbitMqConnections();
+    outsider = await connections.connect();
+  });
+  after(async () => connections.close());
+
+  describe('an orchestrator without a fleet key', () => {
+    let harness: Harness;
+    let worker: TestWorker;
+
+    before(async () => {
+      harness = await new Harness({ broker: await connections.connect(), ledgerConfig: { leaseTtlMs: 30_000 } }).start();
+      worker = await harness.startWorker(await connections.connect(), { slots: 1 });
+    });
+    after(async () => harness.close());
+
+    it("a lease request naming a running job's worker gets no token, and a settle with a guessed one is refused", async () => {
+      const job = await runningProbe(harness, 2500);
+      const [attempt] = await harness.ledger.getAttempts(job.id);
+      const holder = attempt!.worker;
+      assert.equal(holder, worker.worker.id, 'the worker name is public in the attempts');
+
+      // The request exactly as probed: no secret at all.
+      const asProbed = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: holder });
+      assert.equal(asProbed.op, 'error');
+      // With a secret of its own making.
+      const withSecret = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: holder, secret: secretOfNobody });
+      assert.deepEqual(withSecret, { op: 'lease', jobId: job.id, attempt: 1, granted: false, reason: 'already_running' });
+      assert.ok(!JSON.stringify([asProbed, withSecret]).includes(job.leaseToken!), 'the live token is never sent to anyone but its holder');
+
+      const forgedSettle = await forgeControlRequest(outsider, harness.topology, {
+        op: 'settle',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't1',
+        token: randomUUID(),
+        outcome: { kind: 'finished', result: { outputs: { 'sleep-output.bin': '/etc/passwd' } } },
+      });
+      assert.deepEqual(forgedSettle, { op: 'settle', jobId: job.id, attempt: 1, accepted: false, reason: 'superseded' });
+
+      const ended = await waitFor('the real worker to finish the job', async () => {
+        const now = await harness.ledger.getJob(job.id);
+        return now?.state === 'finished' ? now : undefined;
+      });
+      assert.notEqual(ended.result?.outputs?.['sleep-output.bin'], '/etc/passwd');
+      assert.ok(ended.result?.outputs?.['probe-output.txt'], "the stored result is the real worker's");
+      assert.deepEqual(
+        (await harness.ledger.getAttempts(job.id)).map((a) => [a.worker, a.outcome]),
+        [[holder, 'finished']],
+      );
+      await waitFor('its one result message', () => harness.resultsFor(job.id).length === 1);
+    });
+
+    it("a heartbeat naming a live worker, from another process, is refused and leaves the worker's fleet entry as it was", async () => {
+      await waitFor('the worker in the fleet', () => harness.orchestrator.fleet.list().some((m) => m.worker === worker.worker.id));
+      const forged = await forgeControlRequest(outsider, harness.topology, {
+        op: 'heartbeat',
+        worker: worker.worker.id,
+        secret: secretOfNobody,
+        jobTypes: [],
+        capabilities: [],
+        slots: 0,
+        leases: [],
+      });
+      assert.equal(forged.op, 'error');
+      assert.equal((forged as { code: string }).code, 'worker_conflict');
+      const member = harness.orchestrator.fleet.list().find((m) => m.worker === worker.worker.id);
+      assert.deepEqual(member?.jobTypes, ['probe'], 'the worker still offers its types');
+      const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'probe', input: { ms: 10, runLog: harness.runLog } });
+      assert.equal(job.state, 'queued', 'routing still sees the real worker');
+      await waitFor('the job to finish', async () => (await harness.ledger.getJob(job.id))?.state === 'finished');
+    });
+  });
+
+  describe('an orchestrator with a fleet key', () => {
+    const fleetKey = 'the-fleet-key-of-this-test-0123456789';
+    let harness: Harness;
+
+    before(async () => {
+      harness = await new Harness({ broker: await connections.connect(), fleetKey, ledgerConfig: { leaseTtlMs: 30_000 } }).start();
+      await harness.startWorker(await connections.connect(), { slots: 1, fleetKey });
+      await waitFor('the keyed worker in the fleet', () => harness.orchestrator.fleet.list().length === 1);
+    });
+    after(async () => harness.close());
+
+    it('a ghost heartbeat without the key does not enter the fleet: a type only the ghost offers is unroutable', async () => {
+      const ghost = await forgeControlRequest(outsider, harness.topology, {
+        op: 'heartbeat',
+        worker: 'ghost-worker',
+        secret: secretOfNobody,
+        jobTypes: ['ghost-type'],
+        capabilities: [],
+        slots: 4,
+        leases: [],
+      });
+      assert.equal((ghost as { code?: string }).code, 'unauthorized');
+      assert.ok(!harness.orchestrator.fleet.list().some((m) => m.worker === 'ghost-worker'));
+      const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'ghost-type', input: {} });
+      assert.deepEqual([job.state, job.failureReason], ['failed', 'unroutable']);
+    });
+
+    it("a lease request from 'evil' for a queued job without the key is refused and learns nothing of the input", async () => {
+      // Recorded straight in the ledger, so no worker takes it first.
+      const { job } = await harness.ledger.submit({ tenant: 't1', type: 'not-consumed', input: { secret: 'the input' } });
+      const answer = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: 'evil', secret: secretOfNobody });
+      assert.equal((answer as { code?: string }).code, 'unauthorized');
+      assert.ok(!JSON.stringify(answer).includes('the input'));
+      assert.equal((await harness.ledger.getJob(job.id))?.state, 'queued');
+      const wrongKey = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: 'evil', secret: secretOfNobody }, { fleetKey: 'a-guess' });
+      assert.equal((wrongKey as { code?: string }).code, 'unauthorized');
+    });
+
+    it('a worker started without the key stops as Fatal, saying the orchestrator refuses it', async () => {
+      const fatal: unknown[] = [];
+      const keyless = await harness.startWorker(await connections.connect(), { slots: 1, onFatal: (error) => fatal.push(error) });
+      await waitFor('the keyless worker to stop', () => fatal.length === 1);
+      assert.equal((fatal[0] as { code: string }).code, 'unauthorized');
+      assert.ok(keyless.events.some((e) => e.type === 'fatal'));
+      assert.equal(harness.orchestrator.fleet.list().length, 1, 'only the keyed worker is in the fleet');
+    });
+  });
+});
