@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AttemptRecord, Job, ResultMessage } from '../ledger/ledger.js';
 import { check, type CheckReport } from './checker.js';
-import type { HistoryEvent, RunConfig } from './history.js';
+import { forgedResultMark, type HistoryEvent, type RunConfig } from './history.js';
 import type { ChaosInput } from './job-input.js';
 
 const config: RunConfig = {
@@ -234,6 +234,34 @@ describe('chaos checker', () => {
     const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2, (e) => [e, { ...e, t: e.t + 1, req: { ...(e as { req: object }).req, worker: 'wC' } } as Event]);
     const report = check(events);
     assert.ok(violated(report).includes('one-lease-per-attempt'));
+  });
+
+  it("holds when the adversary's forgeries are refused, and reports any that was granted or accepted", () => {
+    const forgery = (t: number, op: string, withKey: boolean, ans: Record<string, unknown>, impersonates = true) =>
+      at(t, 'runner', 1, { kind: 'forgery', op, withKey, impersonates, req: { op, jobId: 'j1', attempt: 2, worker: 'wB' }, ans });
+    const refused = [
+      forgery(2800, 'lease', true, { op: 'lease', jobId: 'j1', attempt: 2, granted: false, reason: 'already_running' }),
+      forgery(2801, 'settle', true, { op: 'settle', jobId: 'j1', attempt: 2, accepted: false, reason: 'superseded' }),
+      forgery(2802, 'heartbeat', true, { op: 'error', code: 'worker_conflict', message: 'x' }),
+      forgery(2803, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [] }, false),
+      forgery(2804, 'lease', false, { op: 'error', code: 'unauthorized', message: 'x' }),
+    ];
+    const clean = check([...cleanHistory(), ...refused]);
+    assert.deepEqual(violated(clean), []);
+    assert.equal(invariant(clean, 'forgeries-refused').checked, refused.length);
+
+    for (const accepted of [
+      forgery(2800, 'lease', true, { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2' }),
+      forgery(2801, 'settle', true, { op: 'settle', jobId: 'j1', attempt: 2, accepted: true, transition: 'finish' }),
+      forgery(2802, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [] }),
+      forgery(2803, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 2 }], lost: [] }, false),
+      forgery(2804, 'settle', false, { op: 'settle', jobId: 'j1', attempt: 2, accepted: false, reason: 'superseded' }),
+    ]) {
+      assert.deepEqual(violated(check([...cleanHistory(), accepted])), ['forgeries-refused'], JSON.stringify(accepted));
+    }
+
+    const forgedResult = edit(cleanHistory(), isKind('ledger_job'), (e) => [{ ...e, job: job({ result: { data: { mark: forgedResultMark } } }) } as Event]);
+    assert.ok(violated(check(forgedResult)).includes('forgeries-refused'));
   });
 
   it('reports a permanent failure that was retried', () => {

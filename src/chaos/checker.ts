@@ -11,7 +11,7 @@
  */
 import type { AttemptRecord, Job, ResultMessage } from '../ledger/ledger.js';
 import type { WorkerEvent } from '../worker/worker-events.js';
-import type { HistoryEvent, HistoryEventOf, RunConfig } from './history.js';
+import { forgedResultMark, type HistoryEvent, type HistoryEventOf, type RunConfig } from './history.js';
 import type { ChaosInput } from './job-input.js';
 
 export type Status = 'held' | 'violated';
@@ -130,6 +130,7 @@ export function check(history: readonly HistoryEvent[]): CheckReport {
     tenancy(ctx),
     quiescent(ctx),
     processHealth(ctx),
+    forgeriesRefused(ctx),
   ];
   return {
     ok: invariants.every((i) => i.status === 'held'),
@@ -1049,4 +1050,43 @@ function processHealth(ctx: Context): InvariantResult {
     }
   }
   return result('process-health', 'ops', 'no process dies unless the nemesis kills it or a Fatal job stops it; each stops cleanly at the end', checked, violations);
+}
+
+/** Why the orchestrator's answer to a forged request is not a refusal, or undefined when it is. */
+function forgeryAccepted(forgery: HistoryEventOf<'forgery'>): string | undefined {
+  const { ans } = forgery;
+  if (!forgery.withKey) return ans.op === 'error' && ans.code === 'unauthorized' ? undefined : 'answered without the fleet key';
+  switch (forgery.op) {
+    case 'lease':
+      return ans.granted === true ? `granted, token ${String(ans.token)}` : undefined;
+    case 'settle':
+      return ans.accepted === true ? `accepted as ${String(ans.transition)}` : undefined;
+    case 'heartbeat':
+      if (Array.isArray(ans.renewed) && ans.renewed.length > 0) return 'renewed a lease with a guessed token';
+      // A new name with the fleet key is a new worker; a live member's name is not the forger's to use.
+      return forgery.impersonates && ans.op !== 'error' ? `taken for live worker ${String(forgery.req.worker)}` : undefined;
+    default:
+      return `unknown forged operation ${forgery.op}`;
+  }
+}
+
+function forgeriesRefused(ctx: Context): InvariantResult {
+  const title = "no forged control request is accepted: a lease without the holder's secret, a heartbeat for another live worker, a settle with a guessed token, anything without the fleet key";
+  const violations: Violation[] = [];
+  let checked = 0;
+  for (const event of ctx.history) {
+    if (event.kind !== 'forgery') continue;
+    checked++;
+    const accepted = forgeryAccepted(event);
+    if (accepted) {
+      const jobId = typeof event.req.jobId === 'string' ? event.req.jobId : undefined;
+      violations.push({ ...(jobId ? { jobId } : {}), message: `a forged ${event.op} (${event.withKey ? 'with' : 'without'} the fleet key) was ${accepted}`, events: [event, ...(jobId ? ctx.ledgerEvent(jobId) : [])] });
+    }
+  }
+  for (const { job, event } of ctx.ledger.values()) {
+    if ((job.result?.data as { mark?: unknown } | undefined)?.mark === forgedResultMark) {
+      violations.push({ jobId: job.id, message: `job ${job.id} stores the adversary's forged result`, events: [event] });
+    }
+  }
+  return result('forgeries-refused', 'G2/G3', title, checked, violations, checked === 0 ? 'the adversary got no answer during the run' : undefined);
 }

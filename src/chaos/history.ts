@@ -52,6 +52,9 @@ export interface RunConfig {
   jobFingerprint: string;
 }
 
+/** What the adversary's forged settles claim as a job's result: the checker looks for it in the ledger. */
+export const forgedResultMark = 'forged-by-the-adversary';
+
 export type RunnerEvent =
   | { kind: 'run_config'; config: RunConfig }
   | { kind: 'plan_fault'; fault: PlannedFault }
@@ -95,7 +98,9 @@ export type RunnerEvent =
   | { kind: 'outbox_final'; unsent: number }
   | { kind: 'ledger_job'; job: Job; attempts: AttemptRecord[] }
   | { kind: 'stored_output'; jobId: string; name: string; path: string; exists: boolean; bytes?: number; sha256?: string }
-  | { kind: 'run_end'; ok: boolean; error?: string };
+  | { kind: 'run_end'; ok: boolean; error?: string }
+  /** A control request the adversary forged, and the orchestrator's answer (see adversary.ts). */
+  | { kind: 'forgery'; op: string; withKey: boolean; impersonates: boolean; req: Record<string, unknown>; ans: Record<string, unknown> };
 
 export type OrchestratorEvent =
   | {

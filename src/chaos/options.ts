@@ -111,6 +111,7 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     redispatchMs: duration(values.redispatch, preset.redispatchMs, '--redispatch'),
     controlTimeoutMs: 1000,
     abortGraceMs: 1000,
+    adversaryIntervalMs: 500,
     consumerTimeoutMs: 5000,
     drainTimeoutMs: preset.drainTimeoutMs,
     faultKinds: faults as FaultKind[],

@@ -18,7 +18,7 @@
  * Whatever happens, every process it started and the RabbitMQ node are stopped.
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -31,6 +31,7 @@ import { defaultLedgerConfig, type Job } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
 import { FaultProxy } from '../testing/fault-proxy.js';
 import { Topology } from '../topology.js';
+import { Adversary } from './adversary.js';
 import { check, type CheckReport } from './checker.js';
 import { actorEnv, HistoryWriter, historyDirEnv, readHistory, writeMergedHistory, type RunConfig } from './history.js';
 import type { Behaviour } from './job-input.js';
@@ -58,6 +59,8 @@ export interface ChaosOptions {
   redispatchMs: number;
   controlTimeoutMs: number;
   abortGraceMs: number;
+  /** How often the adversary forges a round of control requests (see adversary.ts). */
+  adversaryIntervalMs: number;
   consumerTimeoutMs: number;
   /** How long the drain may wait for the last answers after the last fault healed. */
   drainTimeoutMs: number;
@@ -144,6 +147,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let runnerBroker: Broker | undefined;
   let nemesis: Nemesis | undefined;
   let submitter: Submitter | undefined;
+  let adversary: Adversary | undefined;
   let failure: unknown;
   try {
     if (!embedded) {
@@ -208,7 +212,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     };
     if (!embedded) await connectRunner();
 
-    const env = (actor: string): NodeJS.ProcessEnv => ({ ...process.env, [historyDirEnv]: dirs.history, [actorEnv]: actor, PLANRUN_LOG_LEVEL: 'info' });
+    // The orchestrator and its workers share a fleet key; the adversary knows it for half its forgeries.
+    const fleetKey = randomBytes(24).toString('base64url');
+    const env = (actor: string): NodeJS.ProcessEnv => ({
+      ...process.env,
+      [historyDirEnv]: dirs.history,
+      [actorEnv]: actor,
+      PLANRUN_LOG_LEVEL: 'info',
+      PLANRUN_FLEET_KEY: fleetKey,
+    });
     const orchestrator = new Supervised(
       {
         role: 'orchestrator',
@@ -282,10 +294,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       giveUpAt: startedAt + options.durationMs + 60_000,
     });
     submitter.schedule(plan.jobs, startedAt);
+    adversary = new Adversary({
+      broker: () => runnerBroker,
+      topology,
+      history,
+      fleetKey,
+      ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
+      intervalMs: options.adversaryIntervalMs,
+      liveWithinMs: options.leaseTtlMs,
+    });
+    adversary.start();
     nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, ...(node ? { broker: node } : {}) }, history, (m) => log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`));
     const lastHeal = await nemesis.run(startedAt);
     log(`last fault healed at +${((lastHeal - startedAt) / 1000).toFixed(1)}s; waiting for the submissions`);
     await submitter.done();
+    await adversary.stop();
+    log(`the adversary sent ${adversary.sent} forged control requests`);
     history.record({ kind: 'submissions_done', planned: plan.jobs.reduce((n, j) => n + j.submissions.length, 0), acked: submitter.acked, unacked: submitter.unacked });
 
     // The drain: every acknowledged submission answered by a result message.
@@ -331,6 +355,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   } finally {
     nemesis?.stop();
     submitter?.cancel();
+    await adversary?.stop();
     for (const p of processes) {
       p.killForGood();
       active.processes.delete(p);
