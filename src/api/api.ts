@@ -7,6 +7,7 @@ import { version } from '../version.js';
 import { requireApiKey, type KeyLookup } from './auth.js';
 import { handleError, handleNotFound } from './errors.js';
 import { Readiness } from './readiness.js';
+import { checkRequestHeaders } from './request-headers.js';
 import { registerFleetRoutes } from './routes/fleet.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerJobEventRoutes } from './routes/job-events.js';
@@ -67,6 +68,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     frameworkErrors: handleError(limits.bodyBytes),
   });
   useStrictValidation(app);
+  checkRequestHeaders(app);
   app.setErrorHandler(handleError(limits.bodyBytes));
   app.setNotFoundHandler(handleNotFound);
 
