@@ -7,10 +7,12 @@ import { version } from '../version.js';
 import { requireApiKey, type KeyLookup } from './auth.js';
 import { handleError, handleNotFound } from './errors.js';
 import { Readiness } from './readiness.js';
+import { checkRequestHeaders } from './request-headers.js';
 import { registerFleetRoutes } from './routes/fleet.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerJobEventRoutes } from './routes/job-events.js';
 import { registerJobRoutes } from './routes/jobs.js';
+import { registerMetricsRoute } from './routes/metrics.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { OpenEventStreams } from './sse.js';
 import { formatValidationError, useStrictValidation } from './validation.js';
@@ -34,14 +36,20 @@ export interface ApiOptions {
   limits?: Partial<ApiLimits>;
   /** How often an event stream sends a keep-alive comment (default 15 s). */
   eventHeartbeatMs?: number;
+  /**
+   * Serve `GET /metrics` here, behind an API key (default true). False when a listener of
+   * their own serves them (`--metrics-port`): then no tenant's key reads fleet-wide counts.
+   */
+  serveMetrics?: boolean;
 }
 
 /**
  * The orchestrator's HTTP API: `/v1/*` (every route needs `Authorization: Bearer KEY`,
- * and the key decides the tenant), `/healthz`, `/readyz` and `/openapi.json`.
+ * and the key decides the tenant), `GET /metrics` (needs a key too), `/healthz`, `/readyz`
+ * and `/openapi.json`.
  *
- * Routes outside `/v1` can be added to the returned instance before it listens (say,
- * `GET /metrics`); they get the error shape but no authentication.
+ * Routes outside `/v1` can be added to the returned instance before it listens; they get
+ * the error shape but no authentication.
  */
 export function buildApi(options: ApiOptions): FastifyInstance {
   const limits = { ...defaultApiLimits, ...options.limits };
@@ -60,6 +68,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     frameworkErrors: handleError(limits.bodyBytes),
   });
   useStrictValidation(app);
+  checkRequestHeaders(app);
   app.setErrorHandler(handleError(limits.bodyBytes));
   app.setNotFoundHandler(handleNotFound);
 
@@ -82,10 +91,6 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   void app.register(
     async (v1) => {
       requireApiKey(v1, options.keys);
-      // Every /v1 route is documented as needing the key.
-      v1.addHook('onRoute', (route) => {
-        route.schema = { ...route.schema, security: [{ apiKey: [] }] };
-      });
       registerSubmitRoutes(v1, options.orchestrator, limits);
       registerJobRoutes(v1, options.orchestrator);
       registerJobEventRoutes(v1, options.orchestrator, streams);
@@ -93,5 +98,15 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     },
     { prefix: '/v1' },
   );
+
+  // Metrics are of every tenant together, so they never go to a caller without a key. A
+  // tenant's key reads them: their per-type series name only types the fleet offers,
+  // which `GET /v1/fleet` shows that key already.
+  if (options.serveMetrics ?? true) {
+    void app.register(async (operating) => {
+      requireApiKey(operating, options.keys);
+      registerMetricsRoute(operating, options.orchestrator.metrics);
+    });
+  }
   return app;
 }

@@ -18,9 +18,13 @@ const BEARER = /^Bearer +(\S+) *$/i;
 /**
  * Requires `Authorization: Bearer KEY` on every route of `scope` and sets `request.tenant`
  * from the key. The tenant never comes from the request itself. Runs before the body is
- * read, so a caller without a key cannot make the server parse a large body.
+ * read, so a caller without a key cannot make the server parse a large body. The scope's
+ * routes are documented (OpenAPI) as needing the key.
  */
 export function requireApiKey(scope: FastifyInstance, keys: KeyLookup): void {
+  scope.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, security: [{ apiKey: [] }] };
+  });
   scope.decorateRequest('tenant', '');
   scope.addHook('onRequest', async (request: FastifyRequest) => {
     const header = request.headers.authorization;

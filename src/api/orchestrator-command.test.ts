@@ -14,16 +14,17 @@ import { Topology } from '../topology.js';
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
 describe('planrun orchestrator serves the HTTP API', () => {
-  it('listens on --host/--port, logs the URL, takes keys from its data dir, and closes on SIGTERM', async () => {
+  it('listens on --host/--port (metrics on --metrics-port), logs the URL, takes keys from its data dir, and closes on SIGTERM', async () => {
     const dir = tempDir('planrun-orchestrator-api-');
     const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
     const port = await freePort();
+    const metricsPort = await freePort();
     const keys = KeyStore.open(dir.path);
     const { key } = keys.create('acme');
     keys.close();
     const child = spawn(
       process.execPath,
-      [planrun, 'orchestrator', '--amqp', rabbitMqUrl, '--data-dir', dir.path, '--host', '127.0.0.1', '--port', String(port), '--prefix', topology.prefix],
+      [planrun, 'orchestrator', '--amqp', rabbitMqUrl, '--data-dir', dir.path, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort), '--prefix', topology.prefix],
       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } },
     );
     let log = '';
@@ -40,6 +41,7 @@ describe('planrun orchestrator serves the HTTP API', () => {
       });
       assert.equal(submitted.status, 202);
       assert.equal(((await submitted.json()) as { tenant: string }).tenant, 'acme');
+      assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status, 200);
 
       child.kill('SIGTERM');
       assert.equal(await exited, 0, log);

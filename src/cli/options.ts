@@ -47,6 +47,11 @@ export function ledgerChoice(flag: string | undefined): { ledger?: string } {
   return choice ? { ledger: choice } : {};
 }
 
+/** The metrics listener from `--metrics-port`/`--metrics-host`, as an option object (absent: metrics on the API port, behind a key). */
+export function metricsListener(flags: { metricsHost: string; metricsPort?: number }): { metrics?: { host: string; port: number } } {
+  return flags.metricsPort === undefined ? {} : { metrics: { host: flags.metricsHost, port: flags.metricsPort } };
+}
+
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }

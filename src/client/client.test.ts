@@ -108,6 +108,15 @@ describe('the client, against the real API', () => {
     assert.equal(seen.at(-1)?.job.state, 'failed');
   });
 
+  it('a non-ASCII idempotency key travels as UTF-8: the same text names the same job in the header and in a batch', async () => {
+    const key = `commande-été-✓-${Date.now()}`;
+    const first = await client.submit('probe', probe({ ms: 10 }), { idempotencyKey: key });
+    assert.equal(first.idempotencyKey, key);
+    const [again] = await client.submitMany([{ type: 'probe', input: probe({ ms: 10 }), idempotencyKey: key }]);
+    assert.equal(again!.id, first.id);
+    assert.equal(again!.created, false);
+  });
+
   it('the same idempotency key answers with the same job, alone or in a batch', async () => {
     const key = `order-${Date.now()}`;
     const first = await client.submit('probe', probe({ ms: 10 }), { idempotencyKey: key });

@@ -71,7 +71,9 @@ export class Client {
   /** Submits one job. The same `idempotencyKey` always answers with the same job. */
   async submit(type: string, input: unknown, options: SubmitOptions = {}): Promise<SubmittedJob> {
     const headers: Record<string, string> = {};
-    if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
+    // The server reads the key's bytes as UTF-8; fetch sends a header's characters as
+    // single bytes (latin1), so the UTF-8 bytes go in one character each.
+    if (options.idempotencyKey !== undefined) headers['idempotency-key'] = Buffer.from(options.idempotencyKey, 'utf8').toString('latin1');
     return this.request<SubmittedJob>('POST', '/v1/jobs', {
       body: { type, input, requires: options.requires, maxAttempts: options.maxAttempts },
       headers,

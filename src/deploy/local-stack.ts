@@ -20,6 +20,8 @@ export interface LocalStackOptions {
   ledger?: string;
   host: string;
   port: number;
+  /** A metrics listener of its own (see OrchestratorServiceOptions). */
+  metrics?: { host: string; port: number };
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
   workers: number;
@@ -86,6 +88,7 @@ export class LocalStack {
       sweepIntervalMs: options.sweepIntervalMs,
       host: options.host,
       port: options.port,
+      ...(options.metrics ? { metrics: options.metrics } : {}),
     });
     const key = ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi } from '../api/api.js';
+import { buildMetricsListener } from '../api/metrics-listener.js';
 import type { Broker } from '../broker/broker.js';
 import { KeyStore } from '../keys/key-store.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
@@ -25,6 +26,8 @@ export interface OrchestratorServiceOptions {
   sweepIntervalMs: number;
   host: string;
   port: number;
+  /** Serve `GET /metrics` on a listener of its own, without a key, instead of behind a key on the API port. */
+  metrics?: { host: string; port: number };
   declaredFleet?: DeclaredFleet;
   /** The credential every control message must carry (see Orchestrator's `fleetKey`). */
   fleetKey?: string | undefined;
@@ -33,8 +36,9 @@ export interface OrchestratorServiceOptions {
 /**
  * Everything the orchestrator process runs, assembled: the ledger (SQLite in the data dir,
  * or PostgreSQL) and the API keys in the data dir, the orchestrator on the given broker, and the HTTP API (with
- * `GET /metrics`). `stop` takes them down in the order that loses nothing: first the
- * API (no new submission), then the orchestrator, then the stores.
+ * `GET /metrics` behind a key, or on a metrics listener of its own). `stop` takes them
+ * down in the order that loses nothing: first the listeners (no new submission), then the
+ * orchestrator, then the stores.
  */
 export class OrchestratorService {
   private constructor(
@@ -44,6 +48,9 @@ export class OrchestratorService {
     readonly api: FastifyInstance,
     /** Where the HTTP API listens, e.g. `http://127.0.0.1:7700`. */
     readonly url: string,
+    private readonly metricsListener: FastifyInstance | undefined,
+    /** Where Prometheus scrapes, e.g. `http://127.0.0.1:9464/metrics` (on the API port, with a key, unless `metrics` was given). */
+    readonly metricsUrl: string,
   ) {}
 
   static async start(options: OrchestratorServiceOptions): Promise<OrchestratorService> {
@@ -62,18 +69,26 @@ export class OrchestratorService {
     if (!options.fleetKey) {
       options.logger.warn('no fleet key (PLANRUN_FLEET_KEY): anyone who can publish to the broker is taken for a worker of this fleet; see docs/security.md');
     }
+    let metricsListener: FastifyInstance | undefined;
     try {
       await orchestrator.start();
-      const api = buildApi({ orchestrator, keys, broker: options.broker, logger: options.logger.child({ part: 'api' }) });
-      api.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
-        const { contentType, body } = await orchestrator.metrics.render();
-        return reply.type(contentType).send(body);
+      let metricsAt: string | undefined;
+      if (options.metrics) {
+        metricsListener = buildMetricsListener(orchestrator.metrics, options.logger.child({ part: 'metrics' }));
+        metricsAt = await listen(metricsListener, 'the metrics', options.metrics);
+      }
+      const api = buildApi({
+        orchestrator,
+        keys,
+        broker: options.broker,
+        logger: options.logger.child({ part: 'api' }),
+        serveMetrics: metricsListener === undefined,
       });
-      const url = await api.listen({ host: options.host, port: options.port }).catch((error: unknown) => {
-        throw new ListenError(`cannot serve the HTTP API on ${options.host}:${options.port}: ${error instanceof Error ? error.message : String(error)}`);
-      });
-      return new OrchestratorService(orchestrator, ledger, keys, api, url);
+      const url = await listen(api, 'the HTTP API', options);
+      const metricsUrl = `${metricsAt ?? url}/metrics`;
+      return new OrchestratorService(orchestrator, ledger, keys, api, url, metricsListener, metricsUrl);
     } catch (error) {
+      await metricsListener?.close();
       await orchestrator.stop().catch(() => undefined);
       await ledger.close();
       keys.close();
@@ -83,8 +98,15 @@ export class OrchestratorService {
 
   async stop(): Promise<void> {
     await this.api.close();
+    await this.metricsListener?.close();
     await this.orchestrator.stop();
     await this.ledger.close();
     this.keys.close();
   }
+}
+
+async function listen(app: FastifyInstance, what: string, at: { host: string; port: number }): Promise<string> {
+  return app.listen({ host: at.host, port: at.port }).catch((error: unknown) => {
+    throw new ListenError(`cannot serve ${what} on ${at.host}:${at.port}: ${error instanceof Error ? error.message : String(error)}`);
+  });
 }

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { Harness } from '../testing/harness.js';
 import { waitFor } from '../testing/wait.js';
+import { TypeLabels } from './type-labels.js';
 
 function sample(text: string, name: string, labels = ''): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name} `)));
@@ -22,6 +23,8 @@ describe('orchestrator metrics', () => {
 
   it('count jobs by state, settles by transition, retries, exhaustion and the submit-to-start latency', async () => {
     await harness.startWorker(broker.connect());
+    // A type is labelled by name only once a worker of the fleet offers it.
+    await waitFor('the worker in the fleet', () => harness.orchestrator.fleet.list().length === 1);
     const ok = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog } });
     const bad = await harness.orchestrator.submit({
       tenant: 'acme',
@@ -48,5 +51,27 @@ describe('orchestrator metrics', () => {
     const drained = (await harness.orchestrator.metrics.render()).body;
     assert.equal(sample(drained, 'planrun_outbox_backlog'), 0);
     assert.equal(sample(drained, 'planrun_outbox_oldest_age_seconds'), 0);
+  });
+
+  it("a type no worker offers is counted as _other: another tenant's type names never become labels", async () => {
+    await waitFor('a worker in the fleet', () => harness.orchestrator.fleet.list().length > 0);
+    for (let n = 0; n < 5; n++) await harness.orchestrator.submit({ tenant: 'globex', type: `secret-plan-${n}`, input: {} });
+    const { body } = await harness.orchestrator.metrics.render();
+    assert.doesNotMatch(body, /secret-plan/);
+    assert.equal(sample(body, 'planrun_jobs_submitted_total', '{type="_other"}'), 5);
+    assert.equal(sample(body, 'planrun_jobs_submitted_total', '{type="probe"}'), 2, 'an offered type keeps its own label');
+  });
+});
+
+describe('type labels', () => {
+  it('name at most `max` offered types, keep a label once given, and fold everything else into _other', () => {
+    const offered = new Set(['render', 'encode', 'upload']);
+    const labels = new TypeLabels((type) => offered.has(type), 2);
+    assert.equal(labels.of('render'), 'render');
+    assert.equal(labels.of('nobody-offers-me'), '_other');
+    assert.equal(labels.of('encode'), 'encode');
+    assert.equal(labels.of('upload'), '_other', 'over the cap');
+    offered.clear();
+    assert.equal(labels.of('render'), 'render', 'kept after its workers left');
   });
 });

@@ -2,13 +2,15 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Clock } from '../core/clock.js';
 import type { Job, Ledger } from '../ledger/ledger.js';
 import { JobState } from '../ledger/states.js';
+import type { TypeLabels } from './type-labels.js';
 
 const secondsBuckets = [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14_400];
 
 /**
  * The orchestrator's Prometheus metrics. Counts of jobs by state and the outbox backlog
  * are read from the ledger when scraped (the ledger is the truth, and survives restarts);
- * events (grants, settles, sweeps) feed counters and histograms as they happen.
+ * events (grants, settles, sweeps) feed counters and histograms as they happen. Per-type
+ * series carry `type` from `types`, which keeps their number bounded.
  */
 export class OrchestratorMetrics {
   readonly registry = new Registry();
@@ -25,6 +27,7 @@ export class OrchestratorMetrics {
   constructor(
     ledger: Ledger,
     private readonly clock: Clock,
+    private readonly types: TypeLabels,
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: 'planrun_process_' });
     new Gauge({
@@ -97,33 +100,35 @@ export class OrchestratorMetrics {
   }
 
   jobSubmitted(job: Job): void {
-    this.submitted.inc({ type: job.type });
+    this.submitted.inc({ type: this.types.of(job.type) });
   }
 
   leaseGranted(job: Job): void {
     const now = this.clock.now();
-    if (job.attempt === 1) this.submitToStart.observe({ type: job.type }, (now - job.createdAt) / 1000);
+    if (job.attempt === 1) this.submitToStart.observe({ type: this.types.of(job.type) }, (now - job.createdAt) / 1000);
     if (this.grantedAt.size >= 100_000) this.grantedAt.clear();
     this.grantedAt.set(`${job.id}@${job.attempt}`, now);
   }
 
   settled(job: Job, attempt: number, transition: string): void {
-    this.settles.inc({ type: job.type, transition });
-    if (transition === 'retry') this.retries.inc({ type: job.type });
-    if (transition === 'exhaust') this.exhausted.inc({ type: job.type });
+    const type = this.types.of(job.type);
+    this.settles.inc({ type, transition });
+    if (transition === 'retry') this.retries.inc({ type });
+    if (transition === 'exhaust') this.exhausted.inc({ type });
     const key = `${job.id}@${attempt}`;
     const grantedAt = this.grantedAt.get(key);
     if (grantedAt !== undefined) {
-      this.runDuration.observe({ type: job.type, outcome: transition }, (this.clock.now() - grantedAt) / 1000);
+      this.runDuration.observe({ type, outcome: transition }, (this.clock.now() - grantedAt) / 1000);
       this.grantedAt.delete(key);
     }
   }
 
   /** A lease ran out: the sweeper scheduled the next attempt, or ended the job. */
   leaseExpired(job: Job, outcome: 'requeued' | 'exhausted' | 'cancelled'): void {
-    this.leaseExpirations.inc({ type: job.type });
-    if (outcome === 'requeued') this.retries.inc({ type: job.type });
-    if (outcome === 'exhausted') this.exhausted.inc({ type: job.type });
+    const type = this.types.of(job.type);
+    this.leaseExpirations.inc({ type });
+    if (outcome === 'requeued') this.retries.inc({ type });
+    if (outcome === 'exhausted') this.exhausted.inc({ type });
   }
 
   async render(): Promise<{ contentType: string; body: string }> {

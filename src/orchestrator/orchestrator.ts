@@ -22,6 +22,7 @@ import { missingCapability, type DeclaredFleet } from './routing.js';
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
 import { SubmitConsumer } from './submit-consumer.js';
 import { Sweeper } from './sweeper.js';
+import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
 export interface OrchestratorOptions {
   ledger: Ledger;
@@ -38,6 +39,8 @@ export interface OrchestratorOptions {
   declaredFleet?: DeclaredFleet;
   /** Control requests handled at once. */
   controlConcurrency?: number;
+  /** Job types with a `type` label of their own in the metrics (default 100); the rest count as `_other`. */
+  maxTypeLabels?: number;
   relay?: Partial<OutboxRelayOptions>;
   clock?: Clock;
   /**
@@ -72,7 +75,9 @@ export class Orchestrator {
     this.ledger = options.ledger;
     this.topology = options.topology ?? defaultTopology;
     this.fleet = new Fleet(clock, options.fleetWindowMs ?? Math.max(3 * options.leaseTtlMs, 60_000));
-    this.metrics = new OrchestratorMetrics(options.ledger, clock);
+    const offered = (type: string) =>
+      (options.declaredFleet?.jobTypes.includes(type) ?? false) || this.fleet.list().some((member) => member.jobTypes.includes(type));
+    this.metrics = new OrchestratorMetrics(options.ledger, clock, new TypeLabels(offered, options.maxTypeLabels ?? defaultMaxTypeLabels));
     this.control = new ControlHandler(options.ledger, this.fleet, { leaseTtlMs: options.leaseTtlMs }, {
       granted: (job) => this.metrics.leaseGranted(job),
       settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),

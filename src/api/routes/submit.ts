@@ -12,7 +12,7 @@ const idempotencyKeySchema = {
   type: 'string',
   minLength: 1,
   maxLength: 255,
-  description: 'the same key (per tenant) always answers with the same job',
+  description: 'the same key (per tenant) always answers with the same job; sent once, as UTF-8 bytes (any other bytes, or a second header, are a 400)',
 } as const;
 
 const submissionProperties = {
@@ -52,7 +52,8 @@ interface BatchItem extends Submission {
   idempotencyKey?: string;
 }
 
-const rejections = { 400: errorSchema, 401: errorSchema, 413: errorSchema } as const;
+// 415: a charset other than UTF-8, or a Content-Encoding (request-headers.ts).
+const rejections = { 400: errorSchema, 401: errorSchema, 413: errorSchema, 415: errorSchema } as const;
 
 /**
  * `POST /v1/jobs` and `POST /v1/jobs/batch`. Both answer 202: the job is recorded, and

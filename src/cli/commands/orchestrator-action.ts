@@ -6,7 +6,7 @@ import { EmbeddedBrokerService } from '../../deploy/embedded-broker-service.js';
 import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
-import { amqpUrl, ledgerChoice, UsageError } from '../options.js';
+import { amqpUrl, ledgerChoice, metricsListener, UsageError } from '../options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
 export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
@@ -47,6 +47,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
+    ...metricsListener(flags),
   });
   let exiting = false;
   async function shutdown(): Promise<void> {
@@ -60,7 +61,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   process.on('SIGTERM', () => void shutdown());
   process.on('SIGINT', () => void shutdown());
   logger.info(
-    { pid: process.pid, dataDir: flags.dataDir, url: service.url, ...(embedded ? { brokerSocket: embedded.socketPath } : {}) },
+    { pid: process.pid, dataDir: flags.dataDir, url: service.url, metrics: service.metricsUrl, ...(embedded ? { brokerSocket: embedded.socketPath } : {}) },
     `orchestrator ready; HTTP API on ${service.url}`,
   );
 }

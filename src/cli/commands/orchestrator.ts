@@ -16,6 +16,8 @@ export interface OrchestratorFlags {
   prefix: string;
   host: string;
   port: number;
+  metricsHost: string;
+  metricsPort?: number;
 }
 
 export function registerOrchestratorCommand(program: Command): void {
@@ -29,6 +31,8 @@ export function registerOrchestratorCommand(program: Command): void {
     .option('--data-dir <dir>', 'where the SQLite ledger and the API keys live', './.planrun')
     .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
     .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
+    .option('--metrics-port <n>', 'serve GET /metrics on this port, without a key (instead of on the API port, with one)', positiveIntOption)
+    .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1')
     .option('--lease-ttl <duration>', 'how long a lease lasts without a heartbeat', durationOption, defaultLedgerConfig.leaseTtlMs)
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .option('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', durationOption, defaultLedgerConfig.backoffBaseMs)

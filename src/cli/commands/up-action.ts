@@ -4,7 +4,7 @@ import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
-import { ledgerChoice } from '../options.js';
+import { ledgerChoice, metricsListener } from '../options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
@@ -17,6 +17,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     ...ledgerChoice(flags.ledger),
     host: flags.host,
     port: flags.port,
+    ...metricsListener(flags),
     ...(amqp ? { amqp } : {}),
     workers: flags.workers,
     slots: flags.slots,
@@ -48,7 +49,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
   console.log(
     [
       'planrun is up',
-      `  API       ${stack.url}   (OpenAPI ${stack.url}/openapi.json, metrics ${stack.url}/metrics)`,
+      `  API       ${stack.url}   (OpenAPI ${stack.url}/openapi.json)`,
+      `  metrics   ${stack.service.metricsUrl}   (${flags.metricsPort === undefined ? 'with the key below' : 'no key'})`,
       `  broker    ${stack.brokerDescription}`,
       `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
       `  outputs   ${join(dataDir, 'outputs')}`,

@@ -8,6 +8,8 @@ export interface UpFlags {
   dataDir: string;
   host: string;
   port: number;
+  metricsHost: string;
+  metricsPort?: number;
   workers: number;
   slots: number;
   jobs: string[];
@@ -29,6 +31,8 @@ export function registerUpCommand(program: Command): void {
     .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun')
     .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
     .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
+    .option('--metrics-port <n>', 'serve GET /metrics on this port, without a key (instead of on the API port, with one)', positiveIntOption)
+    .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1')
     .option('--workers <n>', 'local worker processes', positiveIntOption, 2)
     .option('--slots <n>', 'jobs each worker runs at once', positiveIntOption, 2)
     .option('--jobs <module>', 'a job-types module the workers load as well as the built-in types (repeatable)', collect, [])
