@@ -62,6 +62,8 @@ describe(`chaos: the short profile on the ${broker} broker`, () => {
     for (const kind of ['job permanent', 'job transient', 'job crash', 'job hang', 'job fatal', 'job over-reserve write']) {
       assert.ok((report.jobFaults[kind] ?? 0) > 0, `job fault "${kind}" happened`);
     }
+    const forgeries = report.invariants.find((i) => i.id === 'forgeries-refused');
+    assert.ok(forgeries && forgeries.checked >= 50, `the adversary's forgeries were answered and checked (${forgeries?.checked})`);
     assert.ok(report.jobs.acked >= 250, `most of the 300 jobs were acknowledged (${report.jobs.acked})`);
     assert.ok(elapsed < budgetMs, `the run took ${elapsed} ms`);
   });
