@@ -4,10 +4,13 @@ import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
+import { checkJobModules } from '../job-modules.js';
 import { ledgerChoice } from '../options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
+  // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
+  await checkJobModules(flags.jobs);
   // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
   const logger = createLogger('planrun', logLevel);

@@ -1,20 +1,19 @@
 import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
 import { locateFfmpeg } from '../../job-types/ffmpeg.js';
 import { Topology } from '../../topology.js';
 import { DirectoryOutputStore } from '../../worker/output-store.js';
-import { loadJobTypeRegistry } from '../../worker/runner/job-type.js';
 import { ProcessPool } from '../../worker/runner/pool.js';
 import { Worker } from '../../worker/worker.js';
 import { connectBroker } from '../broker-connection.js';
-import { builtInJobTypesModule, fatalExitCode, type WorkerFlags } from './worker.js';
+import { checkJobModules } from '../job-modules.js';
+import { fatalExitCode, type WorkerFlags } from './worker.js';
 
 export async function runWorker(flags: WorkerFlags): Promise<void> {
+  // Before anything starts: a module that cannot load is a usage error, not a crash loop.
+  const { modules: jobModules, registry } = await checkJobModules(flags.jobs);
   const logger = createLogger('planrun-worker');
-  const jobModules = [builtInJobTypesModule, ...flags.jobs.map((module) => resolve(module))];
-  const registry = await loadJobTypeRegistry(jobModules);
   mkdirSync(flags.scratchDir, { recursive: true });
   const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
   await runner.ready();
