@@ -117,4 +117,13 @@ export const migrations: readonly Migration[] = [
       CREATE UNIQUE INDEX outbox_one_result ON outbox (job_id) WHERE kind = 'result';
     `,
   },
+  {
+    version: 2,
+    name: "attempt outcome 'released'",
+    sql: `
+      ALTER TABLE attempts DROP CONSTRAINT attempts_outcome_check;
+      ALTER TABLE attempts ADD CONSTRAINT attempts_outcome_check
+        CHECK (outcome IN ('finished', 'failed', 'retried', 'expired', 'released', 'cancelled'));
+    `,
+  },
 ];
