@@ -33,20 +33,27 @@ export async function runUp(flags: UpFlags): Promise<void> {
     },
     sweepIntervalMs: flags.sweepInterval,
     heartbeatIntervalMs: flags.heartbeatInterval,
+    stopGraceMs: flags.stopGrace,
     prefix: flags.prefix,
     logger,
     workerLogLevel: logLevel,
   });
   let stopping = false;
   const stop = async () => {
-    if (stopping) return;
+    if (stopping) {
+      console.log('planrun: stopping now (running jobs are handed back)…');
+      stack.hurry();
+      return;
+    }
     stopping = true;
-    console.log('planrun: stopping (workers finish their jobs first)…');
+    console.log(`planrun: stopping (workers finish their jobs first, for up to ${flags.stopGrace / 1000} s; Ctrl-C again to stop now)…`);
     await stack.stop();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop());
   process.on('SIGTERM', () => void stop());
+  // The workers have a process group of their own (supervisor.ts): a closed terminal must stop them through here.
+  process.on('SIGHUP', () => void stop());
   const dataDir = relative(process.cwd(), flags.dataDir) || '.';
   console.log(
     [

@@ -48,8 +48,20 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     await broker.close().catch(() => undefined);
     process.exit(code);
   }
-  process.on('SIGTERM', () => void shutdown(0));
-  process.on('SIGINT', () => void shutdown(0));
+  // The first signal drains (jobs get the stop grace, then are handed back); a second one
+  // stops at once: every running job is handed back now and the process exits.
+  let signals = 0;
+  const onSignal = () => {
+    signals += 1;
+    if (signals === 1) return void shutdown(0);
+    logger.warn({ worker: worker.id }, 'second stop signal: handing back running jobs and exiting now');
+    void worker
+      .stopNow()
+      .catch((error: unknown) => logger.error({ err: error }, 'worker stop failed'))
+      .finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   await worker.start();
   // The id lets supervisors and tests match this process to its heartbeats and leases.
   logger.info({ worker: worker.id, pid: process.pid }, 'worker ready');
