@@ -104,6 +104,8 @@ const settleOutcome: Record<string, string> = {
   fail_permanent: 'failed',
   exhaust: 'failed',
   retry: 'retried',
+  // A worker's release (Fatal, or stopping) ends its attempt with the same CAS as a settle.
+  release: 'released',
   cancel_running: 'cancelled',
 };
 const terminalTransitions = new Set(['finish', 'fail_permanent', 'exhaust', 'cancel_running']);
@@ -492,7 +494,7 @@ function oneSettle(ctx: Context): InvariantResult {
   const acceptedTerminal = new Map<string, HistoryEventOf<'control'>[]>();
   const acceptedPerAttempt = new Map<string, number>();
   for (const c of ctx.controls) {
-    if (c.op !== 'settle' || c.ans.accepted !== true) continue;
+    if ((c.op !== 'settle' && c.op !== 'release') || c.ans.accepted !== true) continue;
     const jobId = c.req.jobId as string;
     const perAttempt = `${jobId}@${c.req.attempt}`;
     acceptedPerAttempt.set(perAttempt, (acceptedPerAttempt.get(perAttempt) ?? 0) + 1);
@@ -685,19 +687,20 @@ function noStaleAccepted(ctx: Context): InvariantResult {
           }
         }
         break;
-      case 'settle': {
+      case 'settle':
+      case 'release': {
         if (c.ans.accepted !== true) break;
         checked++;
         const record = attemptOf(ctx, jobId, attempt);
         const expected = settleOutcome[String(c.ans.transition)];
         const job = ctx.ledger.get(jobId)?.job;
-        if (!record) flag(jobId, `settle of ${jobId}@${attempt} accepted, but the ledger has no attempt ${attempt}`);
+        if (!record) flag(jobId, `${c.op} of ${jobId}@${attempt} accepted, but the ledger has no attempt ${attempt}`);
         else if (record.outcome !== expected) {
-          flag(jobId, `settle of ${jobId}@${attempt} accepted as ${String(c.ans.transition)}, but the ledger says attempt ${attempt} ${record.outcome ?? 'never ended'}: a stale settle was accepted`);
+          flag(jobId, `${c.op} of ${jobId}@${attempt} accepted as ${String(c.ans.transition)}, but the ledger says attempt ${attempt} ${record.outcome ?? 'never ended'}: a stale settle was accepted`);
         } else if (record.endedAt !== null && record.endedAt < c.t - tolerance.answer - 1000) {
-          flag(jobId, `settle of ${jobId}@${attempt} accepted long after the attempt ended`);
+          flag(jobId, `${c.op} of ${jobId}@${attempt} accepted long after the attempt ended`);
         } else if (terminalTransitions.has(String(c.ans.transition)) && job && job.attempt !== attempt) {
-          flag(jobId, `settle of ${jobId}@${attempt} ended the job, but the job is at attempt ${job.attempt}: a stale settle was accepted`);
+          flag(jobId, `${c.op} of ${jobId}@${attempt} ended the job, but the job is at attempt ${job.attempt}: a stale settle was accepted`);
         }
         break;
       }
@@ -798,9 +801,10 @@ function attemptsBounded(ctx: Context): InvariantResult {
     for (let i = 0; i + 1 < attempts.length; i++) {
       const a = attempts[i]!;
       const next = attempts[i + 1]!;
-      if (a.outcome !== 'retried' && a.outcome !== 'expired') problems.push(`attempt ${a.attempt} ended ${a.outcome} and yet attempt ${next.attempt} followed`);
+      if (a.outcome !== 'retried' && a.outcome !== 'expired' && a.outcome !== 'released') problems.push(`attempt ${a.attempt} ended ${a.outcome} and yet attempt ${next.attempt} followed`);
       if (a.endedAt === null) problems.push(`attempt ${a.attempt} never ended and yet attempt ${next.attempt} followed`);
-      else if (c && next.startedAt < a.endedAt + backoff(c, a.attempt) - tolerance.clock) {
+      // A handed-back attempt's successor is due at once: no backoff to check.
+      else if (c && a.outcome !== 'released' && next.startedAt < a.endedAt + backoff(c, a.attempt) - tolerance.clock) {
         problems.push(`attempt ${next.attempt} started ${next.startedAt - a.endedAt} ms after attempt ${a.attempt} ended; the backoff is ${backoff(c, a.attempt)} ms`);
       }
     }
@@ -830,19 +834,24 @@ function permanentOnce(ctx: Context): InvariantResult {
       const permanentRuns = ctx
         .eventsOf(job.id)
         .filter((e): e is HistoryEventOf<'run_raise'> => e.kind === 'run_raise' && e.class === 'permanent')
-        .filter((e) => attempts.find((a) => a.attempt === e.attempt)?.outcome !== 'expired');
+        .filter((e) => !takenAway(attempts.find((a) => a.attempt === e.attempt)?.outcome));
       if (permanentRuns.length > 1) problems.push(`${permanentRuns.length} runs raised the permanent error and were counted`);
       if (job.state === 'failed' && job.failureReason === 'permanent') {
         const later = ctx.eventsOf(job.id).filter((e) => e.kind === 'run_start' && e.attempt > job.attempt);
         if (later.length > 0) problems.push(`ran again (attempt ${(later[0] as HistoryEventOf<'run_start'>).attempt}) after failing permanently`);
-        if (attempts.slice(0, -1).some((a) => a.outcome !== 'expired')) problems.push('an attempt before the permanent failure ended otherwise than by losing its lease');
-      } else if (job.state === 'failed' && attempts.some((a) => a.outcome !== 'expired')) {
+        if (attempts.slice(0, -1).some((a) => !takenAway(a.outcome))) problems.push('an attempt before the permanent failure ended otherwise than by losing its lease');
+      } else if (job.state === 'failed' && attempts.some((a) => !takenAway(a.outcome))) {
         problems.push(`failed ${job.failureReason}, though an attempt ended by itself (a permanent error should have failed it as permanent)`);
       }
     }
     if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id}: ${problems.join('; ')}`, events: ctx.eventsOf(job.id) });
   }
   return result('permanent-once', 'G5', title, checked, violations);
+}
+
+/** An attempt that did not end by itself: its lease ran out, or its worker handed it back (Fatal, stopping). */
+function takenAway(outcome: string | null | undefined): boolean {
+  return outcome === 'expired' || outcome === 'released';
 }
 
 function transientRetried(ctx: Context): InvariantResult {

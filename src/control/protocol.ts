@@ -1,5 +1,5 @@
 /**
- * The control plane: lease, heartbeat, fence, progress and settle, as request/reply over
+ * The control plane: lease, heartbeat, fence, progress, settle and release, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
  * The requests a worker makes at the same moment travel as one `batch` message, answered
  * by one message with an answer for each, in order: one broker round trip instead of N.
@@ -69,6 +69,8 @@ export const controlRequest = z.discriminatedUnion('op', [
       z.object({ kind: z.literal('failed'), error: serializedError }),
     ]),
   }),
+  // A worker hands back a lease it will not finish (a Fatal error, or it is stopping).
+  leaseRef.extend({ op: z.literal('release'), tenant: z.string().min(1), error: serializedError }),
 ]);
 export type ControlRequest = z.infer<typeof controlRequest>;
 export type ControlOp = ControlRequest['op'];
@@ -97,7 +99,11 @@ export type SettleReply =
   | { op: 'settle'; jobId: string; attempt: number; accepted: true; state: string; transition: string }
   | { op: 'settle'; jobId: string; attempt: number; accepted: false; reason: string };
 
-export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | ProgressReply | SettleReply;
+export type ReleaseReply =
+  | { op: 'release'; jobId: string; attempt: number; accepted: true; state: string; transition: string }
+  | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: string };
+
+export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | ProgressReply | SettleReply | ReleaseReply;
 
 /** A request the orchestrator could not process at all (as opposed to a refusal). */
 export interface ControlFailure {

@@ -14,6 +14,9 @@ import { Supervisor } from './supervisor.js';
 
 const cliPath = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
+/** How long a local worker's aborted job process may take to stop. */
+const workerAbortGraceMs = 10_000;
+
 export interface LocalStackOptions {
   dataDir: string;
   /** `sqlite` (default) or a postgres:// URL. */
@@ -32,6 +35,8 @@ export interface LocalStackOptions {
   ledgerConfig: LedgerConfig;
   sweepIntervalMs: number;
   heartbeatIntervalMs: number;
+  /** How long a stopping worker lets its jobs run before it hands them back. */
+  stopGraceMs: number;
   prefix: string;
   logger: Logger;
   /** Log level of the worker processes (their JSON logs go to this process's stderr). */
@@ -92,7 +97,8 @@ export class LocalStack {
     });
     const key = ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);
-    const supervisor = new Supervisor({ logger: options.logger.child({ part: 'supervisor' }) });
+    // A worker's stop takes its grace, then a control round trip to hand back, then the abort grace of its job processes.
+    const supervisor = new Supervisor({ logger: options.logger.child({ part: 'supervisor' }), stopGraceMs: options.stopGraceMs + workerAbortGraceMs + 5_000 });
     for (let n = 1; n <= options.workers; n++) {
       supervisor.start({
         name: `worker-${n}`,
@@ -103,6 +109,8 @@ export class LocalStack {
           '--prefix', options.prefix,
           '--slots', String(options.slots),
           '--heartbeat-interval', `${options.heartbeatIntervalMs}ms`,
+          '--stop-grace', `${options.stopGraceMs}ms`,
+          '--abort-grace', `${workerAbortGraceMs}ms`,
           '--output-dir', join(dataDir, 'outputs'),
           '--scratch-dir', join(dataDir, 'scratch', `worker-${n}`),
           ...options.jobs.flatMap((module) => ['--jobs', resolve(module)]),
@@ -113,6 +121,11 @@ export class LocalStack {
     }
     const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${embedded!.socketPath})`;
     return new LocalStack(service, supervisor, key, description, broker, topology, embedded);
+  }
+
+  /** During `stop`: workers stop at once, handing back their running jobs. */
+  hurry(): void {
+    this.supervisor.hurry();
   }
 
   /** Workers drain and exit first; then the orchestrator stops taking anything and closes. */

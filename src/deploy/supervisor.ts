@@ -16,6 +16,8 @@ export interface SupervisorOptions {
   healthyAfterMs?: number;
   /** How long `stop` waits after SIGTERM before SIGKILL. */
   stopGraceMs?: number;
+  /** After `hurry`, how long before SIGKILL. */
+  hurryGraceMs?: number;
 }
 
 interface Running {
@@ -25,6 +27,8 @@ interface Running {
   delayMs: number;
   restartTimer: NodeJS.Timeout | undefined;
   restarts: number;
+  /** While stopping: the SIGKILL to come. */
+  killer: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -39,7 +43,7 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {}
 
   start(spec: SupervisedProcess): void {
-    const running: Running = { spec, child: undefined, startedAt: 0, delayMs: this.options.restartDelayMs ?? 1000, restartTimer: undefined, restarts: 0 };
+    const running: Running = { spec, child: undefined, startedAt: 0, delayMs: this.options.restartDelayMs ?? 1000, restartTimer: undefined, restarts: 0, killer: undefined };
     this.processes.push(running);
     this.launch(running);
   }
@@ -51,7 +55,9 @@ export class Supervisor {
 
   private launch(running: Running): void {
     const { spec } = running;
-    const child = spawn(process.execPath, spec.args, { stdio: ['ignore', 'inherit', 'inherit'], env: spec.env ?? process.env });
+    // A process group of its own: a Ctrl-C in the terminal reaches only the supervisor,
+    // which relays it, so a worker never takes one Ctrl-C for two signals (stop at once).
+    const child = spawn(process.execPath, spec.args, { stdio: ['ignore', 'inherit', 'inherit'], env: spec.env ?? process.env, detached: true });
     running.child = child;
     running.startedAt = Date.now();
     child.once('exit', (code, signal) => {
@@ -76,10 +82,21 @@ export class Supervisor {
         if (!child || child.exitCode !== null || child.signalCode !== null) return;
         const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
         child.kill('SIGTERM');
-        const killer = setTimeout(() => child.kill('SIGKILL'), this.options.stopGraceMs ?? 30_000);
+        running.killer = setTimeout(() => child.kill('SIGKILL'), this.options.stopGraceMs ?? 30_000);
         await exited;
-        clearTimeout(killer);
+        clearTimeout(running.killer);
       }),
     );
+  }
+
+  /** During `stop`: a second SIGTERM to every process still there (a worker then stops at once), SIGKILL soon after. */
+  hurry(): void {
+    for (const running of this.processes) {
+      const child = running.child;
+      if (!this.stopping || !child || child.exitCode !== null || child.signalCode !== null) continue;
+      child.kill('SIGTERM');
+      clearTimeout(running.killer);
+      running.killer = setTimeout(() => child.kill('SIGKILL'), this.options.hurryGraceMs ?? 5_000);
+    }
   }
 }

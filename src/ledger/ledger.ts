@@ -25,6 +25,11 @@ export interface Ledger {
   checkLease(params: LeaseRef): Promise<CheckLeaseResult>;
   recordProgress(params: RecordProgressParams): Promise<FenceResult>;
   settle(params: SettleParams): Promise<SettleResult>;
+  /**
+   * A worker hands back a live lease it will not finish (a Fatal error, or it is stopping),
+   * recording why on the attempt, so the next attempt is due at once instead of a TTL later.
+   */
+  release(params: ReleaseParams): Promise<ReleaseResult>;
   cancel(params: CancelParams): Promise<CancelResult>;
   /** Fails a queued job at once because no worker can run it. */
   reject(params: RejectParams): Promise<RejectResult>;
@@ -202,6 +207,15 @@ export interface SettleParams extends LeaseRef {
 
 export type SettleResult =
   | { accepted: true; job: Job; transition: 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running' }
+  | { accepted: false; reason: LeaseLoss };
+
+export interface ReleaseParams extends LeaseRef {
+  /** Why the worker hands the lease back, recorded on the attempt. */
+  error: SerializedError;
+}
+
+export type ReleaseResult =
+  | { accepted: true; job: Job; transition: 'release' | 'exhaust' | 'cancel_running' }
   | { accepted: false; reason: LeaseLoss };
 
 export interface CancelParams {

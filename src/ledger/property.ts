@@ -1,7 +1,7 @@
 /**
  * The ledger property test: random interleavings of submissions, lease grants (from outbox
  * work messages, stale and duplicate ones included), renewals, fences, progress, settles
- * (also with stale leases), cancels, rejections and sweeps while a ManualClock jumps forward,
+ * (also with stale leases), releases (a worker handing a lease back), cancels, rejections and sweeps while a ManualClock jumps forward,
  * some jumps longer than the lease TTL. A model of what the ledger must do predicts the
  * answer to every call, and after every step the harness checks the invariants that make
  * the exactly-once promise:
@@ -93,6 +93,8 @@ type Op =
   | { k: 'settle'; h: number; outcome: OutcomeKind }
   | { k: 'staleSettle'; ref: number; outcome: OutcomeKind; forge: boolean }
   | { k: 'settleRace'; h: number }
+  /** A worker hands a lease back (Fatal, or stopping); `stale`: any lease ever held, `forge` as above. */
+  | { k: 'release'; ref: number; stale: boolean; forge: boolean }
   /** Picks among running jobs, jobs that have not ended, or all jobs. */
   | { k: 'cancel'; job: number; among: 'running' | 'open' | 'all'; tenant: 'own' | 'none' | 'other' }
   | { k: 'reject'; job: number }
@@ -153,6 +155,12 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 8, arbitrary: fc.record({ h: pickArb, outcome: outcomeArb }).map((r): Op => ({ k: 'settle', ...r })) },
   { weight: 3, arbitrary: fc.record({ ref: pickArb, outcome: outcomeArb, forge: fc.boolean() }).map((r): Op => ({ k: 'staleSettle', ...r })) },
   { weight: 1, arbitrary: pickArb.map((h): Op => ({ k: 'settleRace', h })) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({ ref: pickArb, stale: fc.constantFrom(false, false, true), forge: fc.constantFrom(false, false, false, true) })
+      .map((r): Op => ({ k: 'release', ...r })),
+  },
   {
     weight: 3,
     arbitrary: fc
@@ -565,6 +573,12 @@ class Simulation {
         j.notBefore = this.now + backoffFor(this.config, attempt);
         j.workDueAt = j.notBefore;
         break;
+      case 'release':
+        j.state = 'queued';
+        j.attempt += 1;
+        j.notBefore = this.now;
+        j.workDueAt = j.notBefore;
+        break;
       default:
         assert.fail(`unknown transition ${transition}`);
     }
@@ -574,6 +588,26 @@ class Simulation {
     assert.equal(job.state, j.state, `settle answered a job in state ${job.state}`);
     assert.equal(job.attempt, j.attempt, 'settle answered the job at the wrong attempt');
     if (transition === 'retry') assert.equal(job.notBefore, j.notBefore, 'retry notBefore = now + backoff');
+    if (transition === 'release') assert.equal(job.notBefore, j.notBefore, 'release notBefore = now: no backoff');
+  }
+
+  /** A handed-back lease ends its attempt like a settle; the next attempt is due at once, and it still counts. */
+  async release(ref: LeaseRef, holder: string | null): Promise<void> {
+    const e = this.expectFence(ref, true);
+    const j = this.byId.get(ref.jobId)!;
+    const before = await this.jobAndOutbox(ref.jobId);
+    const res = await this.ledger.release({ ...ref, error: errors.fatal });
+    this.log(`release ${holder ?? 'stale'} ${ref.jobId}@${ref.attempt} -> ${res.accepted ? res.transition : res.reason}`);
+    if (holder !== null) this.drop(holder, ref);
+    if (e.ok) {
+      assert.ok(res.accepted, `release of live lease ${ref.jobId}@${ref.attempt} should be accepted, got ${JSON.stringify(res)}`);
+      const expected = j.cancelRequested ? 'cancel_running' : j.attempt < j.maxAttempts ? 'release' : 'exhaust';
+      assert.equal(res.transition, expected, 'release transition');
+      this.applySettle(j, res.transition, res.job);
+      return;
+    }
+    assert.ok(!res.accepted && e.reasons.includes(res.reason), `release of ${ref.jobId}@${ref.attempt} should be refused (${e.reasons.join('|')}), got ${JSON.stringify(res)}`);
+    assert.deepEqual(await this.jobAndOutbox(ref.jobId), before, 'a refused release changes nothing');
   }
 
   async settle(ref: LeaseRef, kind: OutcomeKind, holder: string | null): Promise<void> {
@@ -858,6 +892,16 @@ class Simulation {
       case 'settleRace': {
         const held = this.pickHeld(op.h);
         if (held) await this.settleRace(held.ref, held.worker);
+        return;
+      }
+      case 'release': {
+        if (op.stale) {
+          const any = pickFromEnd(this.refs, op.ref);
+          if (any) await this.release(op.forge ? forged(any.ref) : any.ref, null);
+          return;
+        }
+        const held = this.pickHeld(op.ref);
+        if (held) await this.release(op.forge ? forged(held.ref) : held.ref, op.forge ? null : held.worker);
         return;
       }
       case 'cancel': {

@@ -39,6 +39,7 @@ export const Transition = {
   retry: 'retry', // running@n -> queued@n+1 (transient error, attempts left)
   exhaust: 'exhaust', // running@n -> failed/exhausted (transient error or expired lease, no attempts left)
   expire: 'expire', // running@n -> queued@n+1 (lease expired, attempts left)
+  release: 'release', // running@n -> queued@n+1 due at once (its worker handed the lease back: a Fatal error, or stopping; attempts left)
   cancelQueued: 'cancel_queued', // queued@n -> failed/cancelled
   cancelRunning: 'cancel_running', // running@n -> failed/cancelled (worker stopped it, or its lease expired after the request)
   reject: 'reject', // queued@1 -> failed/unroutable
@@ -51,6 +52,8 @@ export const AttemptOutcome = {
   failed: 'failed',
   retried: 'retried',
   expired: 'expired',
+  /** Handed back by its worker (release): the next attempt is due at once. */
+  released: 'released',
   cancelled: 'cancelled',
 } as const;
 export type AttemptOutcome = (typeof AttemptOutcome)[keyof typeof AttemptOutcome];

@@ -11,6 +11,7 @@ import {
   type HeartbeatReply,
   type LeaseReply,
   type ProgressReply,
+  type ReleaseReply,
   type SettleReply,
 } from '../control/protocol.js';
 import type { Job } from '../ledger/ledger.js';
@@ -63,6 +64,8 @@ export class ControlHandler {
         return this.progress(request);
       case 'settle':
         return this.settle(request);
+      case 'release':
+        return this.release(request);
     }
   }
 
@@ -131,6 +134,16 @@ export class ControlHandler {
     return result.accepted
       ? { op: 'settle', jobId, attempt, accepted: true, state: result.job.state, transition: result.transition }
       : { op: 'settle', jobId, attempt, accepted: false, reason: result.reason };
+  }
+
+  private async release(request: Extract<ControlRequest, { op: 'release' }>): Promise<ReleaseReply> {
+    const { jobId, attempt } = request;
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'release', jobId, attempt, accepted: false, reason: 'unknown_job' };
+    const result = await this.ledger.release(request);
+    if (result.accepted) this.observer?.settled(result.job, attempt, result.transition);
+    return result.accepted
+      ? { op: 'release', jobId, attempt, accepted: true, state: result.job.state, transition: result.transition }
+      : { op: 'release', jobId, attempt, accepted: false, reason: result.reason };
   }
 }
 

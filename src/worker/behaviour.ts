@@ -89,8 +89,9 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         assert.equal(harness.resultsFor(job.id).length, 1);
       }));
 
-    it('a Fatal error stops the worker, which leaves its lease to expire; another worker finishes the job', () =>
-      withHarness({ ledgerConfig: { leaseTtlMs: 800, backoffBaseMs: 50 } }, async (harness) => {
+    it('a Fatal error stops the worker, which records it on the attempt and hands the job back: another worker starts attempt 2 at once, not a TTL later', () =>
+      // A 60 s lease and backoff: waiting for the lease to run out would time the test out.
+      withHarness({ ledgerConfig: { leaseTtlMs: 60_000, backoffBaseMs: 60_000 } }, async (harness) => {
         let fatal: unknown;
         const broken = await harness.startWorker(await connections.connect(), { onFatal: (error) => (fatal = error) });
         const { job } = await harness.orchestrator.submit({
@@ -101,8 +102,14 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         await waitFor('the fatal stop', () => fatal);
         assert.deepEqual(fatal, { class: 'fatal', code: 'probe_fatal', message: 'the worker is broken, on purpose' });
         assert.equal(broken.events.filter((e) => e.type === 'settled').length, 0, 'a fatal worker settles nothing');
-        // The lease runs out, the sweeper makes attempt 2, which fails the same way on the
-        // next worker; what matters here is that the broken worker took no more work.
+        assert.deepEqual(
+          broken.events.filter((e) => e.type === 'handed_back'),
+          [{ type: 'handed_back', jobId: job.id, attempt: 1, code: 'probe_fatal', outcome: 'release' }],
+        );
+        const [first] = await harness.ledger.getAttempts(job.id);
+        assert.deepEqual([first?.outcome, first?.error], ['released', fatal]);
+        // Attempt 2 fails the same way on the next worker; what matters here is that it
+        // starts at once, and that the broken worker took no more work.
         const second = await harness.startWorker(await connections.connect(), { onFatal: () => undefined });
         await waitFor('attempt 2 to start', () => harness.runs(job.id).length >= 2, 10_000);
         assert.equal(broken.events.filter((e) => e.type === 'lease_granted').length, 1);

@@ -12,6 +12,7 @@ import {
   type HeartbeatReply,
   type LeaseReply,
   type ProgressReply,
+  type ReleaseReply,
   type SettleReply,
 } from '../control/protocol.js';
 import { tenantHeader, type Topology } from '../topology.js';
@@ -103,6 +104,10 @@ export class ControlClient {
 
   settle(request: Omit<Extract<ControlRequest, { op: 'settle' }>, 'op'>): Promise<SettleReply> {
     return this.call({ op: 'settle', ...request }, request.tenant);
+  }
+
+  release(request: Omit<Extract<ControlRequest, { op: 'release' }>, 'op'>): Promise<ReleaseReply> {
+    return this.call({ op: 'release', ...request }, request.tenant);
   }
 
   private async call<R extends ControlRequest>(request: R, tenant?: string, late?: (answer: ControlAnswer) => void): Promise<Reply<R['op']>> {

@@ -17,6 +17,8 @@ export type WorkerEvent =
   | { type: 'settled'; jobId: string; attempt: number; state: string; transition: string }
   | { type: 'settle_refused'; jobId: string; attempt: number; reason: string }
   | { type: 'abandoned'; jobId: string; attempt: number; reason: string }
+  /** The worker released the lease (Fatal, or stopping): `outcome` is the ledger's edge, `refused <reason>` or `unconfirmed`. */
+  | { type: 'handed_back'; jobId: string; attempt: number; code: string; outcome: string }
   | { type: 'job_done'; jobId: string; attempt: number }
   | { type: 'heartbeat'; renewed: number; lost: number }
   | { type: 'fatal'; error: SerializedError };

@@ -82,14 +82,44 @@ describe('planrun worker as a process, on RabbitMQ', () => {
     await waitFor('the result message', () => harness.resultsFor(job.id)[0]);
   });
 
-  it('a Fatal error stops the worker with a non-zero exit code and settles nothing', async () => {
-    harness = await new Harness({ broker }).start();
+  it('SIGTERM past a short --stop-grace hands the running job back: attempt 2 is due at once, not a lease TTL later', async () => {
+    harness = await new Harness({ broker, ledgerConfig: { leaseTtlMs: 60_000 } }).start();
+    const worker = await workerProcess(['--stop-grace', '200ms']);
+    const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 60_000, runLog: harness.runLog } });
+    await waitFor('the job to start', () => harness.runs(job.id)[0]);
+    worker.child.kill('SIGTERM');
+    assert.deepEqual(await worker.exited, { code: 0, signal: null });
+    const stored = await harness.ledger.getJob(job.id);
+    assert.deepEqual([stored?.state, stored?.attempt], ['queued', 2]);
+    const [first] = await harness.ledger.getAttempts(job.id);
+    assert.deepEqual([first?.outcome, first?.error?.code], ['released', 'worker_stopped']);
+  });
+
+  it('a second SIGTERM stops at once, handing the running job back, however long the stop grace', async () => {
+    harness = await new Harness({ broker, ledgerConfig: { leaseTtlMs: 60_000 } }).start();
+    const worker = await workerProcess(['--stop-grace', '60s']);
+    const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 60_000, runLog: harness.runLog } });
+    await waitFor('the job to start', () => harness.runs(job.id)[0]);
+    worker.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const second = Date.now();
+    worker.child.kill('SIGTERM');
+    assert.deepEqual(await worker.exited, { code: 0, signal: null });
+    assert.ok(Date.now() - second < 3_000, `exited ${Date.now() - second} ms after the second signal`);
+    const stored = await harness.ledger.getJob(job.id);
+    assert.deepEqual([stored?.state, stored?.attempt], ['queued', 2]);
+  });
+
+  it('a Fatal error stops the worker with a non-zero exit code, after it recorded the error and handed the job back', async () => {
+    harness = await new Harness({ broker, ledgerConfig: { leaseTtlMs: 60_000 } }).start();
     const worker = await workerProcess();
     const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 10, runLog: harness.runLog, fail: 'fatal' } });
     const exit = await worker.exited;
     assert.equal(exit.code, fatalExitCode);
     assert.match(worker.log(), /probe_fatal/);
     const stored = await harness.ledger.getJob(job.id);
-    assert.equal(stored?.state, 'running', 'the lease is left to expire, not settled');
+    assert.deepEqual([stored?.state, stored?.attempt], ['queued', 2], 'handed back: attempt 2 is due now, not a lease TTL later');
+    const [first] = await harness.ledger.getAttempts(job.id);
+    assert.deepEqual([first?.outcome, first?.error?.class, first?.error?.code], ['released', 'fatal', 'probe_fatal']);
   });
 });

@@ -83,9 +83,21 @@ type LateGrantUnused = Extract<WorkerEvent, { type: 'late_grant_unused' }>['reas
 interface RunningJob {
   lease: HeldLease;
   type: JobType;
-  /** Why the lease was lost, once it was. */
+  /** Why the lease was lost, once it was (`handed_back`: this worker released it). */
   lostReason?: string;
   lastProgressSentAt: number;
+  /** The job's code returned: its outcome is being fenced, stored or settled, so it is not handed back. */
+  returned: boolean;
+  /** The release of this lease, once asked for (see handBack). */
+  handingBack?: Promise<void>;
+}
+
+/** Set as a job's lostReason once this worker handed its lease back: nothing more is said about that attempt. */
+const handedBack = 'handed_back';
+
+/** What a job handed back for no fault of its own records on its attempt. */
+function workerStopped(why: string): SerializedError {
+  return { class: 'transient', code: 'worker_stopped', message: `the worker stopped before the job ended (${why}); handed back for its next attempt` };
 }
 
 /**
@@ -108,6 +120,7 @@ export class Worker {
   private consuming = false;
   private stopping = false;
   private stopped: Promise<void> | undefined;
+  private fatalError: SerializedError | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private readonly pendingTimers = new Set<NodeJS.Timeout>();
@@ -165,11 +178,22 @@ export class Worker {
 
   /**
    * Graceful stop: take no more work, let running jobs finish until `deadlineMs`, then
-   * abort what is left (it settles as a transient failure, so another worker retries it).
+   * hand back the leases of those still running (see handBack) and abort them, so the
+   * next worker starts them at once instead of a lease TTL later.
    */
   stop(deadlineMs = 30_000): Promise<void> {
     this.stopped ??= this.drainAndClose(deadlineMs);
     return this.stopped;
+  }
+
+  /**
+   * Stop at once (a second signal): hand back every lease of a job still running without
+   * waiting for any job; resolves once the orchestrator answered (or could not be reached,
+   * and those leases run out as after a crash). The caller may exit then.
+   */
+  async stopNow(): Promise<void> {
+    void this.stop(0);
+    await this.handBackAll('it was stopped at once');
   }
 
   private async drainAndClose(deadlineMs: number): Promise<void> {
@@ -177,9 +201,7 @@ export class Worker {
     await this.cancelSubscriptions();
     if (this.running.size > 0) {
       const drained = new Promise<void>((resolve) => (this.idle = resolve));
-      const deadline = setTimeout(() => {
-        for (const job of this.running.values()) job.lease.abort.abort(new Error('the worker is stopping'));
-      }, deadlineMs);
+      const deadline = setTimeout(() => void this.handBackAll(`its stop grace of ${deadlineMs} ms ran out`), deadlineMs);
       await drained;
       clearTimeout(deadline);
     }
@@ -330,7 +352,7 @@ export class Worker {
 
   private startJob(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number, release: () => void, late = false): void {
     const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, this.safeTtl(reply.ttlMs));
-    const job: RunningJob = { lease, type, lastProgressSentAt: 0 };
+    const job: RunningJob = { lease, type, lastProgressSentAt: 0, returned: false };
     this.running.set(work.jobId, job);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
     this.heartbeatAfterGrant();
@@ -389,6 +411,7 @@ export class Worker {
         { ...task, scratchDir },
         { onProgress: (fraction, message) => this.onProgress(job, fraction, message), signal: lease.abort.signal },
       );
+      job.returned = true;
       await this.finish(job, outcome, scratchDir);
     } catch (error) {
       this.options.logger.error({ jobId: lease.jobId, err: describe(error) }, 'job handling failed');
@@ -403,6 +426,7 @@ export class Worker {
 
   private async finish(job: RunningJob, outcome: RunOutcome, scratchDir: string): Promise<void> {
     const { lease } = job;
+    if (job.lostReason === handedBack) return;
     if (job.lostReason && job.lostReason !== 'cancelled') {
       this.events.emit({ type: 'abandoned', jobId: lease.jobId, attempt: lease.attempt, reason: job.lostReason });
       return;
@@ -413,7 +437,7 @@ export class Worker {
     }
     if (!outcome.ok) {
       if (outcome.error.class === 'fatal') {
-        this.fatal(outcome.error);
+        await this.fatal(job, outcome.error);
         return;
       }
       await this.settle(job, { kind: 'failed', error: outcome.error });
@@ -565,23 +589,62 @@ export class Worker {
    */
   private refusedAsWorker(error: unknown): boolean {
     if (!(error instanceof ControlError) || (error.code !== ControlErrorCode.unauthorized && error.code !== ControlErrorCode.workerConflict)) return false;
-    this.fatal({ class: 'fatal', code: error.code, message: `the orchestrator refuses this worker: ${error.message}` });
+    void this.fatal(undefined, { class: 'fatal', code: error.code, message: `the orchestrator refuses this worker: ${error.message}` });
     return true;
   }
 
-  /** A Fatal error: this worker is broken. Stop taking work, let the leases expire, exit. */
-  private fatal(error: SerializedError): void {
-    if (this.stopping) return;
+  /**
+   * A Fatal error: this worker is broken. Stop taking work; record the error on the
+   * attempt that raised it (if a job raised it) and hand that lease back, with those of
+   * the other jobs still running here (their code did not fail), so the next worker starts
+   * them at once; then tell the process to exit (onFatal), to be restarted clean. Jobs
+   * that already returned settle as usual while the worker drains.
+   */
+  private async fatal(job: RunningJob | undefined, error: SerializedError): Promise<void> {
+    const first = this.fatalError === undefined;
+    this.fatalError ??= error;
+    if (!first) {
+      if (job) await this.handBack(job, error);
+      return;
+    }
     this.stopping = true;
-    this.options.logger.fatal({ error }, 'fatal error: the worker stops and leaves its leases to expire');
+    this.options.logger.fatal({ error }, 'fatal error: the worker hands back its leases and stops');
     this.stopTimers();
     void this.cancelSubscriptions();
-    for (const job of this.running.values()) {
-      job.lostReason = 'worker_fatal';
-      job.lease.abort.abort(new Error('the worker hit a fatal error'));
-    }
+    const others = [...this.running.values()].filter((other) => other !== job && !other.returned);
+    await Promise.all([
+      ...(job ? [this.handBack(job, error)] : []),
+      ...others.map((other) => this.handBack(other, workerStopped(`the worker stopped on the Fatal error ${error.code}`))),
+    ]);
     this.events.emit({ type: 'fatal', error });
     this.options.onFatal?.(error);
+  }
+
+  /** Hands back the lease of every job still running here (stopping). */
+  private async handBackAll(why: string): Promise<void> {
+    await Promise.all([...this.running.values()].filter((job) => !job.returned).map((job) => this.handBack(job, workerStopped(why))));
+  }
+
+  /**
+   * Gives a lease back to the ledger before its end (release): the attempt ends with
+   * `error` recorded and the next one is due at once, instead of a lease TTL later. The
+   * job's process is aborted; whatever it still returns is dropped. If the orchestrator
+   * cannot be reached the lease simply runs out, as after a crash. Once per job.
+   */
+  private handBack(job: RunningJob, error: SerializedError): Promise<void> {
+    job.handingBack ??= (async () => {
+      const { lease } = job;
+      job.lostReason = handedBack;
+      lease.abort.abort(new Error(`the job is handed back: ${error.message}`));
+      try {
+        const reply = await this.control.release({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, error });
+        this.events.emit({ type: 'handed_back', jobId: lease.jobId, attempt: lease.attempt, code: error.code, outcome: reply.accepted ? reply.transition : `refused ${reply.reason}` });
+      } catch (err) {
+        this.options.logger.warn({ jobId: lease.jobId, err: describe(err) }, 'lease not handed back; it runs out instead');
+        this.events.emit({ type: 'handed_back', jobId: lease.jobId, attempt: lease.attempt, code: error.code, outcome: 'unconfirmed' });
+      }
+    })();
+    return job.handingBack;
   }
 
   /** With no free slot, stop consuming: after ack-early the prefetch no longer bounds what arrives. */

@@ -26,6 +26,7 @@ export async function demo(flags: DemoFlags): Promise<void> {
     ledgerConfig: { ...defaultLedgerConfig, leaseTtlMs: 4000, backoffBaseMs: 500 },
     sweepIntervalMs: 250,
     heartbeatIntervalMs: 1000,
+    stopGraceMs: 30_000,
     prefix: `planrun-demo-${process.pid}`,
     logger,
     workerLogLevel: process.env.PLANRUN_LOG_LEVEL ?? 'error',

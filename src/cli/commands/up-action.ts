@@ -4,10 +4,13 @@ import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
+import { checkJobModules } from '../job-modules.js';
 import { ledgerChoice, metricsListener } from '../options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
+  // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
+  await checkJobModules(flags.jobs);
   // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
   const logger = createLogger('planrun', logLevel);
@@ -31,20 +34,27 @@ export async function runUp(flags: UpFlags): Promise<void> {
     },
     sweepIntervalMs: flags.sweepInterval,
     heartbeatIntervalMs: flags.heartbeatInterval,
+    stopGraceMs: flags.stopGrace,
     prefix: flags.prefix,
     logger,
     workerLogLevel: logLevel,
   });
   let stopping = false;
   const stop = async () => {
-    if (stopping) return;
+    if (stopping) {
+      console.log('planrun: stopping now (running jobs are handed back)…');
+      stack.hurry();
+      return;
+    }
     stopping = true;
-    console.log('planrun: stopping (workers finish their jobs first)…');
+    console.log(`planrun: stopping (workers finish their jobs first, for up to ${flags.stopGrace / 1000} s; Ctrl-C again to stop now)…`);
     await stack.stop();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop());
   process.on('SIGTERM', () => void stop());
+  // The workers have a process group of their own (supervisor.ts): a closed terminal must stop them through here.
+  process.on('SIGHUP', () => void stop());
   const dataDir = relative(process.cwd(), flags.dataDir) || '.';
   console.log(
     [

@@ -19,6 +19,7 @@ export interface UpFlags {
   maxAttempts: number;
   backoff: number;
   sweepInterval: number;
+  stopGrace: number;
   prefix: string;
 }
 
@@ -42,6 +43,7 @@ export function registerUpCommand(program: Command): void {
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .option('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', durationOption, defaultLedgerConfig.backoffBaseMs)
     .option('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', durationOption, 1_000)
+    .option('--stop-grace <duration>', 'on Ctrl-C, how long running jobs may take to finish before they are handed back (a second Ctrl-C: at once)', durationOption, 30_000)
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
     .action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }

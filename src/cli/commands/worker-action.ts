@@ -1,23 +1,22 @@
 import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
 import { locateFfmpeg } from '../../job-types/ffmpeg.js';
 import { Topology } from '../../topology.js';
 import { DirectoryOutputStore } from '../../worker/output-store.js';
-import { loadJobTypeRegistry } from '../../worker/runner/job-type.js';
 import { ProcessPool } from '../../worker/runner/pool.js';
 import { Worker } from '../../worker/worker.js';
 import { connectBroker } from '../broker-connection.js';
-import { builtInJobTypesModule, fatalExitCode, type WorkerFlags } from './worker.js';
+import { checkJobModules } from '../job-modules.js';
+import { fatalExitCode, type WorkerFlags } from './worker.js';
 
 export async function runWorker(flags: WorkerFlags): Promise<void> {
-  const logger = createLogger('planrun-worker');
-  // Read once and taken out of the environment, so the job processes started below do not inherit it.
+  // Read once and taken out of the environment, so no process started below inherits it.
   const fleetKey = process.env.PLANRUN_FLEET_KEY || undefined;
   delete process.env.PLANRUN_FLEET_KEY;
-  const jobModules = [builtInJobTypesModule, ...flags.jobs.map((module) => resolve(module))];
-  const registry = await loadJobTypeRegistry(jobModules);
+  // Before anything starts: a module that cannot load is a usage error, not a crash loop.
+  const { modules: jobModules, registry } = await checkJobModules(flags.jobs);
+  const logger = createLogger('planrun-worker');
   mkdirSync(flags.scratchDir, { recursive: true });
   const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
   await runner.ready();
@@ -53,8 +52,20 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     await broker.close().catch(() => undefined);
     process.exit(code);
   }
-  process.on('SIGTERM', () => void shutdown(0));
-  process.on('SIGINT', () => void shutdown(0));
+  // The first signal drains (jobs get the stop grace, then are handed back); a second one
+  // stops at once: every running job is handed back now and the process exits.
+  let signals = 0;
+  const onSignal = () => {
+    signals += 1;
+    if (signals === 1) return void shutdown(0);
+    logger.warn({ worker: worker.id }, 'second stop signal: handing back running jobs and exiting now');
+    void worker
+      .stopNow()
+      .catch((error: unknown) => logger.error({ err: error }, 'worker stop failed'))
+      .finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   await worker.start();
   // The id lets supervisors and tests match this process to its heartbeats and leases.
   logger.info({ worker: worker.id, pid: process.pid }, 'worker ready');

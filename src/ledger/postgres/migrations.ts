@@ -125,4 +125,13 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN lease_proof text;
     `,
   },
+  {
+    version: 3,
+    name: "attempt outcome 'released'",
+    sql: `
+      ALTER TABLE attempts DROP CONSTRAINT attempts_outcome_check;
+      ALTER TABLE attempts ADD CONSTRAINT attempts_outcome_check
+        CHECK (outcome IN ('finished', 'failed', 'retried', 'expired', 'released', 'cancelled'));
+    `,
+  },
 ];

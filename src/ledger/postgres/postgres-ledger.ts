@@ -12,6 +12,7 @@ import {
   type ListJobsParams,
   type RecordProgressParams,
   type RejectParams,
+  type ReleaseParams,
   type RenewLeasesParams,
   type SettleParams,
   type SubmitParams,
@@ -38,6 +39,7 @@ import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js'
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
+import { release } from './operations/release.js';
 import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submitMany } from './operations/submit.js';
@@ -212,6 +214,9 @@ class PostgresLedger implements Ledger {
   }
   settle(params: SettleParams) {
     return this.write('settle', (ctx) => settle(ctx, params));
+  }
+  release(params: ReleaseParams) {
+    return this.write('release', (ctx) => release(ctx, params));
   }
   cancel(params: CancelParams) {
     return this.write('cancel', (ctx) => cancel(ctx, params));

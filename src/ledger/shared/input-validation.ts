@@ -12,7 +12,7 @@
  */
 import { isSerializedError, type SerializedError } from '../../core/errors.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import type { LedgerConfig, ListJobsParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
+import type { LedgerConfig, ListJobsParams, ReleaseParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
 import { JobState } from '../states.js';
 
 const NUL = '\u0000';
@@ -102,6 +102,11 @@ export function validateSettleOutcome(params: SettleParams): SettleOutcome {
     return error === outcome.error ? params.outcome : { kind: 'failed', error };
   }
   throw invalid('settle outcome must be {kind:"finished", result} or {kind:"failed", error:{class, code, message}}');
+}
+
+export function validateReleaseError(params: ReleaseParams): SerializedError {
+  if (!isSerializedError(params.error)) throw invalid('a release needs the error it records: {class, code, message}');
+  return recordableError(params.error);
 }
 
 export function validateProgressFraction(fraction: unknown): void {

@@ -45,6 +45,16 @@ export function settleTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'can
   return job.attempt < job.maxAttempts ? 'retry' : 'exhaust';
 }
 
+/**
+ * The edge a handed-back lease takes. A release consumes the attempt number like any
+ * other end of an attempt (attempts are fenced by number and bounded by maxAttempts), so
+ * on the last attempt it fails the job as exhausted, as the expiry it replaces would have.
+ */
+export function releaseTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): 'cancel_running' | 'release' | 'exhaust' {
+  if (job.cancelRequested) return 'cancel_running';
+  return job.attempt < job.maxAttempts ? 'release' : 'exhaust';
+}
+
 /** The edge the sweeper takes for the running `job` whose lease ran out. */
 export function expiryTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): 'cancel_running' | 'expire' | 'exhaust' {
   if (job.cancelRequested) return 'cancel_running';

@@ -114,4 +114,25 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN lease_proof TEXT;
     `,
   },
+  {
+    version: 3,
+    name: "attempt outcome 'released'",
+    // SQLite cannot change a CHECK in place: the attempts table is copied into a new one.
+    sql: `
+      CREATE TABLE attempts_v2 (
+        job_id     TEXT    NOT NULL REFERENCES jobs (id),
+        attempt    INTEGER NOT NULL,
+        worker     TEXT    NOT NULL,
+        started_at INTEGER NOT NULL,
+        ended_at   INTEGER,
+        outcome    TEXT CHECK (outcome IN ('finished', 'failed', 'retried', 'expired', 'released', 'cancelled')),
+        error      TEXT,
+        PRIMARY KEY (job_id, attempt),
+        CHECK ((ended_at IS NULL) = (outcome IS NULL))
+      ) WITHOUT ROWID;
+      INSERT INTO attempts_v2 SELECT job_id, attempt, worker, started_at, ended_at, outcome, error FROM attempts;
+      DROP TABLE attempts;
+      ALTER TABLE attempts_v2 RENAME TO attempts;
+    `,
+  },
 ];

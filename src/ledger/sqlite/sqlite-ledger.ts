@@ -10,6 +10,7 @@ import {
   type ListJobsParams,
   type RecordProgressParams,
   type RejectParams,
+  type ReleaseParams,
   type RenewLeasesParams,
   type SettleParams,
   type SubmitParams,
@@ -26,6 +27,7 @@ import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js'
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
+import { release } from './operations/release.js';
 import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submit } from './operations/submit.js';
@@ -117,6 +119,9 @@ class SqliteLedger implements Ledger {
   }
   settle(params: SettleParams) {
     return this.write('settle', () => settle(this.ctx, params));
+  }
+  release(params: ReleaseParams) {
+    return this.write('release', () => release(this.ctx, params));
   }
   cancel(params: CancelParams) {
     return this.write('cancel', () => cancel(this.ctx, params));

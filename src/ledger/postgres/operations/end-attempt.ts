@@ -9,6 +9,7 @@
  *   finish        running@n -> finished            + result message
  *   fail          running@n -> failed/<reason>     + failure message
  *   requeue       running@n -> queued@n+1 after backoff + work message due then
+ *                 (a release: due at once, no backoff)
  *   requeueExpired  the same exit for many expired leases at once (the sweep): three
  *                 statements per attempt number instead of three round trips per lease
  */
@@ -104,8 +105,14 @@ export async function fail(
   return row;
 }
 
-export async function requeue(ctx: PgContext, exit: Exit, outcome: AttemptOutcome, error: SerializedError): Promise<JobRow | undefined> {
-  const notBefore = exit.now + backoffFor(ctx.config, exit.row.attempt);
+export async function requeue(
+  ctx: PgContext,
+  exit: Exit,
+  outcome: AttemptOutcome,
+  error: SerializedError,
+  due: 'after_backoff' | 'now' = 'after_backoff',
+): Promise<JobRow | undefined> {
+  const notBefore = exit.now + (due === 'now' ? 0 : backoffFor(ctx.config, exit.row.attempt));
   const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
   const row = await ctx.row<JobRow>(statements[exit.expect].requeue, [...guardValues(exit), notBefore, redispatchAt]);
   if (!row) return undefined;

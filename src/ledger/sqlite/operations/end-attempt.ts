@@ -8,6 +8,7 @@
  *   finish        running@n -> finished            + result message
  *   fail          running@n -> failed/<reason>     + failure message
  *   requeue       running@n -> queued@n+1 after backoff + work message due then
+ *                 (a release: due at once, no backoff)
  *   requeueExpired  the same exit for many expired leases at once (the sweep): one
  *                 UPDATE per attempt number instead of one per lease
  */
@@ -105,9 +106,10 @@ export function requeue(
   exit: Exit,
   outcome: AttemptOutcome,
   error: SerializedError,
+  due: 'after_backoff' | 'now' = 'after_backoff',
 ): JobRow | undefined {
   const params = guardParams(ctx, exit);
-  const notBefore = params.now + backoffFor(ctx.config, exit.row.attempt);
+  const notBefore = params.now + (due === 'now' ? 0 : backoffFor(ctx.config, exit.row.attempt));
   const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
   const changed = ctx.sql(requeueSql).run({ ...params, notBefore, redispatchAt }).changes;
   if (changed !== 1) return undefined;
