@@ -13,7 +13,7 @@ import { registerJobEventRoutes } from './routes/job-events.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { OpenEventStreams } from './sse.js';
-import { formatValidationError, useStrictValidation } from './validation.js';
+import { formatValidationError, refuseDeepBodies, useStrictValidation } from './validation.js';
 
 export interface ApiLimits {
   /** Largest request body accepted; a larger one is answered 413. */
@@ -60,6 +60,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     frameworkErrors: handleError(limits.bodyBytes),
   });
   useStrictValidation(app);
+  refuseDeepBodies(app);
   app.setErrorHandler(handleError(limits.bodyBytes));
   app.setNotFoundHandler(handleNotFound);
 
