@@ -9,6 +9,7 @@ import {
   type LeaseRef,
   type ListJobsParams,
   type RecordProgressParams,
+  type OutboxSetAside,
   type RejectParams,
   type RenewLeasesParams,
   type SettleParams,
@@ -26,6 +27,7 @@ import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js'
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
+import { outboxSetAside } from './operations/set-aside.js';
 import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submit } from './operations/submit.js';
@@ -132,6 +134,9 @@ class SqliteLedger implements Ledger {
   }
   outboxMarkSent(ids: readonly number[]) {
     return this.write('outboxMarkSent', () => outboxMarkSent(this.ctx, ids));
+  }
+  outboxSetAside(rows: readonly OutboxSetAside[]) {
+    return this.write('outboxSetAside', () => outboxSetAside(this.ctx, rows));
   }
   outboxStats() {
     return this.read('outboxStats', () => outboxStats(this.ctx));
