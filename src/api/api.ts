@@ -15,7 +15,7 @@ import { registerJobRoutes } from './routes/jobs.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { OpenEventStreams } from './sse.js';
-import { formatValidationError, useStrictValidation } from './validation.js';
+import { formatValidationError, refuseDeepBodies, useStrictValidation } from './validation.js';
 
 export interface ApiLimits {
   /** Largest request body accepted; a larger one is answered 413. */
@@ -69,6 +69,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   });
   useStrictValidation(app);
   checkRequestHeaders(app);
+  refuseDeepBodies(app);
   app.setErrorHandler(handleError(limits.bodyBytes));
   app.setNotFoundHandler(handleNotFound);
 

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { LedgerError, LedgerErrorCode } from '../ledger/errors.js';
+import { bodyTooLarge } from '../submission/rules.js';
 import { ApiErrorCode } from './error-codes.js';
 
 /** Every error the API answers has one shape, `{ error: { code, message } }`. */
@@ -60,7 +61,7 @@ export function toErrorAnswer(error: unknown, bodyLimitBytes: number): { status:
   }
   const fastifyError = error as Partial<FastifyError>;
   if (fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return answer(413, ApiErrorCode.payloadTooLarge, `request body is larger than the limit of ${bodyLimitBytes} bytes`);
+    return answer(413, ApiErrorCode.payloadTooLarge, bodyTooLarge(bodyLimitBytes));
   }
   const status = fastifyError.statusCode;
   // Fastify's own client errors (validation, malformed JSON, wrong content type) carry a

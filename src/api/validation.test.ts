@@ -48,7 +48,7 @@ describe('requests the API refuses', () => {
     withEmbeddedApi(async (api) => {
       const answer = await call(api.app, 'POST', '/v1/jobs', { key: api.acmeKey, body: { type: 'probe', input: 'x'.repeat(1024 * 1024) } });
       assert.equal(answer.status, 413);
-      assert.deepEqual(answer.body, { error: { code: 'payload_too_large', message: 'request body is larger than the limit of 1048576 bytes' } });
+      assert.deepEqual(answer.body, { error: { code: 'payload_too_large', message: 'body is larger than the limit of 1048576 bytes' } });
       const justUnder = await call(api.app, 'POST', '/v1/jobs', { key: api.acmeKey, body: { type: 'probe', input: 'x'.repeat(1000 * 1000) } });
       assert.equal(justUnder.status, 202);
     }));

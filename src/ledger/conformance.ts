@@ -1148,6 +1148,15 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           expectGrantRefused(await ledger.grantLease({ jobId: job.id, attempt: 1, worker: 'w1' }), 'ended');
         }));
 
+      it('reject withdraws the work message not yet sent: only the failure message is left to publish', () =>
+        run(async ({ ledger }) => {
+          const job = await submitJob(ledger, { type: 'orphan1' });
+          const res = await ledger.reject({ jobId: job.id, error: errors.unroutable });
+          assert.ok(res.rejected);
+          const rows = await drainOutbox(ledger);
+          assert.deepEqual(rows.map((r) => r.kind), ['result'], 'no work message for a rejected job');
+        }));
+
       it('reject refuses a running or ended job as not_queued, an unknown job as unknown_job, and changes nothing', () =>
         run(async ({ ledger }) => {
           const running = await submitAndGrant(ledger);
@@ -1418,6 +1427,44 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           await ledger.outboxMarkSent(rows.map((r) => r.id));
           assert.deepEqual(await ledger.outboxTake(10), []);
           assert.deepEqual(await ledger.outboxStats(), { unsent: 0, oldestCreatedAt: null });
+        }));
+
+      it('outboxSetAside fails the queued job of a work row as permanent/undeliverable, once, and its row leaves the outbox', () =>
+        run(async ({ ledger, clock }) => {
+          const bad = await submitJob(ledger);
+          const good = await submitJob(ledger);
+          const [badRow, goodRow] = await ledger.outboxTake(10);
+          clock.advance(5);
+          const { failedJobs } = await ledger.outboxSetAside([{ id: badRow!.id, reason: 'routing key longer than 255 bytes' }]);
+          assert.deepEqual(failedJobs.map((j) => j.id), [bad.id]);
+          const failed = await ledger.getJob(bad.id);
+          assert.deepEqual(failedJobs[0], failed);
+          assert.equal(failed?.state, 'failed');
+          assert.equal(failed?.failureReason, 'permanent');
+          assert.deepEqual(failed?.error, { class: 'permanent', code: 'undeliverable', message: 'routing key longer than 255 bytes' });
+          assert.equal(failed?.endedAt, clock.now());
+          assert.equal((await ledger.getJob(good.id))?.state, 'queued', 'the other job is untouched');
+          const rows = await ledger.outboxTake(10);
+          assert.deepEqual(rows.map((r) => [r.kind, r.jobId]), [['work', good.id], ['result', bad.id]], 'the bad row is gone; its failure message follows');
+          assert.equal(rows[0]?.id, goodRow?.id);
+          expectGrantRefused(await ledger.grantLease({ jobId: bad.id, attempt: 1, worker: 'w1' }), 'ended');
+          // Again, or for a result row: the row leaves the outbox, no job changes.
+          const result = rows[1]!;
+          assert.deepEqual(await ledger.outboxSetAside([{ id: badRow!.id, reason: 'again' }, { id: result.id, reason: 'no' }, { id: 987_654_321, reason: 'none' }]), {
+            failedJobs: [],
+          });
+          assert.deepEqual(await ledger.getJob(bad.id), failed);
+          assert.deepEqual((await ledger.outboxTake(10)).map((r) => r.jobId), [good.id]);
+          assert.deepEqual(await ledger.outboxStats(), { unsent: 1, oldestCreatedAt: goodRow!.createdAt });
+        }));
+
+      it('outboxSetAside of a work row for an attempt the job has left changes no job', () =>
+        run(async ({ ledger }) => {
+          const granted = await submitAndGrant(ledger);
+          const [stale] = await ledger.outboxTake(10);
+          assert.equal(stale?.jobId, granted.job.id);
+          assert.deepEqual(await ledger.outboxSetAside([{ id: stale!.id, reason: 'refused' }]), { failedJobs: [] });
+          assert.equal((await ledger.getJob(granted.job.id))?.state, 'running');
         }));
 
       it('outboxMarkSent of already-sent or unknown ids is harmless', () =>

@@ -38,6 +38,14 @@ export interface Ledger {
   /** The oldest unsent outbox rows that are due, oldest first. */
   outboxTake(limit: number): Promise<OutboxMessage[]>;
   outboxMarkSent(ids: readonly number[]): Promise<void>;
+  /**
+   * Sets aside rows the relay can never publish (a name the broker refuses, a routing key
+   * over AMQP's limit), so they stop holding up the rows behind them: each leaves the
+   * outbox with its reason, and a work row's job, when still queued at that row's
+   * attempt, fails permanently with code `undeliverable` (its failure message goes out
+   * like any other). Rows already sent or set aside are left alone.
+   */
+  outboxSetAside(rows: readonly OutboxSetAside[]): Promise<OutboxSetAsideResult>;
   outboxStats(): Promise<OutboxStats>;
   getJob(jobId: string, tenant?: string): Promise<Job | undefined>;
   getAttempts(jobId: string): Promise<AttemptRecord[]>;
@@ -288,6 +296,20 @@ export interface ResultMessage {
 export type OutboxMessage =
   | { id: number; kind: 'work'; jobId: string; createdAt: number; availableAt: number; body: WorkMessage }
   | { id: number; kind: 'result'; jobId: string; createdAt: number; availableAt: number; body: ResultMessage };
+
+export interface OutboxSetAside {
+  id: number;
+  /** Why it cannot be published; becomes the failed job's error message. */
+  reason: string;
+}
+
+export interface OutboxSetAsideResult {
+  /** Jobs that failed as undeliverable (work rows of jobs still queued at that attempt). */
+  failedJobs: Job[];
+}
+
+/** The error code of a job whose work message can never be published. */
+export const undeliverableCode = 'undeliverable';
 
 export interface OutboxStats {
   unsent: number;

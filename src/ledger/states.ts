@@ -43,6 +43,7 @@ export const Transition = {
   cancelQueued: 'cancel_queued', // queued@n -> failed/cancelled
   cancelRunning: 'cancel_running', // running@n -> failed/cancelled (worker stopped it, or its lease expired after the request)
   reject: 'reject', // queued@1 -> failed/unroutable
+  setAside: 'set_aside', // queued@n -> failed/permanent, error code undeliverable (its work message can never be published)
 } as const;
 export type Transition = (typeof Transition)[keyof typeof Transition];
 

@@ -19,6 +19,7 @@ export class OrchestratorMetrics {
   private readonly leaseExpirations: Counter<'type'>;
   private readonly retries: Counter<'type'>;
   private readonly exhausted: Counter<'type'>;
+  private readonly setAside: Counter<'kind'>;
   private readonly submitToStart: Histogram<'type'>;
   private readonly runDuration: Histogram<'type' | 'outcome'>;
   /** When each live attempt was granted, to time its run; bounded, forgotten at settle. */
@@ -83,6 +84,12 @@ export class OrchestratorMetrics {
     });
     this.retries = new Counter({ name: 'planrun_retries_total', help: 'Attempts scheduled after a failed or expired one', labelNames: ['type'], registers: [this.registry] });
     this.exhausted = new Counter({ name: 'planrun_exhausted_total', help: 'Jobs that used up every attempt', labelNames: ['type'], registers: [this.registry] });
+    this.setAside = new Counter({
+      name: 'planrun_outbox_set_aside_total',
+      help: 'Outbox rows set aside because they can never be published (their work-message jobs fail as undeliverable)',
+      labelNames: ['kind'],
+      registers: [this.registry],
+    });
     this.submitToStart = new Histogram({
       name: 'planrun_submit_to_start_seconds',
       help: 'From submission to the first lease grant',
@@ -97,6 +104,10 @@ export class OrchestratorMetrics {
       buckets: secondsBuckets,
       registers: [this.registry],
     });
+  }
+
+  outboxSetAside(kind: 'work' | 'result'): void {
+    this.setAside.inc({ kind });
   }
 
   jobSubmitted(job: Job): void {

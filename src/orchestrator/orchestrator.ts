@@ -18,7 +18,7 @@ import { ControlHandler } from './control-handler.js';
 import { Fleet, type FleetMember } from './fleet.js';
 import { JobEvents } from './job-events.js';
 import { OrchestratorMetrics } from './metrics.js';
-import { missingCapability, type DeclaredFleet } from './routing.js';
+import { missingCapability, offeredJobTypes, type DeclaredFleet } from './routing.js';
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
 import { SubmitConsumer } from './submit-consumer.js';
 import { Sweeper } from './sweeper.js';
@@ -82,10 +82,21 @@ export class Orchestrator {
       granted: (job) => this.metrics.leaseGranted(job),
       settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
     });
-    this.relay = new OutboxRelay(options.ledger, options.broker, this.topology, options.logger.child({ part: 'relay' }), {
-      ...defaultOutboxRelayOptions,
-      ...options.relay,
-    });
+    const declared = options.declaredFleet ?? { jobTypes: [], capabilities: [] };
+    this.relay = new OutboxRelay(
+      options.ledger,
+      options.broker,
+      this.topology,
+      options.logger.child({ part: 'relay' }),
+      { ...defaultOutboxRelayOptions, ...options.relay },
+      {
+        offeredTypes: () => offeredJobTypes(this.fleet.list(), declared),
+        setAside: (rows, failedJobs) => {
+          for (const row of rows) this.metrics.outboxSetAside(row.kind);
+          for (const job of failedJobs) this.events.emit({ jobId: job.id, kind: 'state' });
+        },
+      },
+    );
     this.submitConsumer = new SubmitConsumer(options.broker, this.topology, (params) => this.submit(params), options.logger.child({ part: 'submit-queue' }));
     this.sweeper = new Sweeper(options.ledger, options.logger.child({ part: 'sweeper' }), options.sweepIntervalMs ?? 1000, (report) => {
       this.relay.notify();

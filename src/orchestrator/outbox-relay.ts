@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
-import type { Broker } from '../broker/broker.js';
-import type { Ledger, OutboxMessage } from '../ledger/ledger.js';
+import { isBrokerError, type Broker } from '../broker/broker.js';
+import type { Job, Ledger, OutboxMessage } from '../ledger/ledger.js';
+import { isValidName, tenantNameProblem } from '../submission/rules.js';
 import { resultRoutingKey, tenantHeader, type Topology } from '../topology.js';
 import { Loop } from './loop.js';
 
@@ -15,11 +16,40 @@ export interface OutboxRelayOptions {
 
 export const defaultOutboxRelayOptions: OutboxRelayOptions = { batchSize: 200, idleIntervalMs: 250, retryIntervalMs: 1000 };
 
+/** What the relay asks of the orchestrator around it. */
+export interface OutboxRelayHooks {
+  /**
+   * The job types some worker of the fleet (or the configuration) offers, or undefined
+   * when the fleet is empty and nothing is declared, so nobody can tell (the routing rule).
+   */
+  offeredTypes(): ReadonlySet<string> | undefined;
+  /** Rows were set aside as undeliverable; `failedJobs` are the jobs that failed for it. */
+  setAside(rows: readonly OutboxMessage[], failedJobs: readonly Job[]): void;
+}
+
+const noHooks: OutboxRelayHooks = { offeredTypes: () => undefined, setAside: () => undefined };
+
+/** A row that can never be published, whatever the broker's state: it is set aside. */
+class Undeliverable extends Error {}
+
 /**
  * Publishes outbox rows to the broker and marks each one sent only after the broker
  * confirmed it. A crash between the confirm and the mark sends the row again: work
  * messages are deduplicated by the lease, result messages carry the job id as their
  * message id, so a consumer sees the same id twice, never two answers.
+ *
+ * A row that can never be published (issue 18: a name the rules forbid, from before they
+ * held on the submit queue, or a work queue the broker refuses to declare) is set aside
+ * with its reason rather than retried forever at the head of the outbox, where it would
+ * hold up every row behind it; its job fails as `undeliverable`. Only what is wrong with
+ * the row itself counts: a broker that is down or drops the connection fails nothing, and
+ * those rows are tried again.
+ *
+ * Work queues are declared only for types some worker offers (or, with an empty fleet,
+ * for any type, since its job waits for workers): a job of a type nobody offers is
+ * rejected on arrival, and must not leave a queue behind. When such a publish finds no
+ * queue, the row is done with; the job, if still queued, gets its message again from the
+ * sweeper once a worker of its type is idle.
  */
 export class OutboxRelay {
   private readonly declaredWorkQueues = new Set<string>();
@@ -31,6 +61,7 @@ export class OutboxRelay {
     private readonly topology: Topology,
     private readonly logger: Logger,
     private readonly options: OutboxRelayOptions = defaultOutboxRelayOptions,
+    private readonly hooks: OutboxRelayHooks = noHooks,
   ) {
     this.loop = new Loop('outbox relay', logger, async () => {
       const { published, failed } = await this.runOnce();
@@ -52,32 +83,63 @@ export class OutboxRelay {
     return this.loop.stop();
   }
 
-  /** One round: publish every due row of one batch, then mark the confirmed ones sent. */
+  /** One round: publish every due row of one batch, mark the confirmed ones sent, set aside the undeliverable. */
   async runOnce(): Promise<{ published: number; failed: number }> {
     const rows = await this.ledger.outboxTake(this.options.batchSize);
     if (rows.length === 0) return { published: 0, failed: 0 };
-    const outcomes = await Promise.allSettled(rows.map((row) => this.publish(row)));
+    const offered = this.hooks.offeredTypes();
+    const outcomes = await Promise.allSettled(rows.map((row) => this.publish(row, offered)));
     const sent = rows.filter((_, i) => outcomes[i]!.status === 'fulfilled').map((row) => row.id);
-    const failures = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+    const undeliverable: Array<{ row: OutboxMessage; reason: string }> = [];
+    const failures: unknown[] = [];
+    outcomes.forEach((outcome, i) => {
+      if (outcome.status === 'fulfilled') return;
+      if (outcome.reason instanceof Undeliverable) undeliverable.push({ row: rows[i]!, reason: outcome.reason.message });
+      else failures.push(outcome.reason);
+    });
     if (sent.length > 0) await this.ledger.outboxMarkSent(sent);
+    if (undeliverable.length > 0) await this.setAside(undeliverable);
     if (failures.length > 0) {
-      this.logger.warn({ failed: failures.length, error: String(failures[0]!.reason) }, 'outbox rows not confirmed; will retry');
+      this.logger.warn({ failed: failures.length, error: String(failures[0]) }, 'outbox rows not confirmed; will retry');
     }
-    return { published: sent.length, failed: failures.length };
+    // Set-aside rows count as done: the next batch may follow at once.
+    return { published: sent.length + undeliverable.length, failed: failures.length };
   }
 
-  private async publish(row: OutboxMessage): Promise<void> {
+  private async setAside(rows: Array<{ row: OutboxMessage; reason: string }>): Promise<void> {
+    const { failedJobs } = await this.ledger.outboxSetAside(rows.map(({ row, reason }) => ({ id: row.id, reason })));
+    for (const { row, reason } of rows) this.logger.warn({ outboxId: row.id, kind: row.kind, jobId: row.jobId, reason }, 'outbox row set aside: it can never be published');
+    this.hooks.setAside(
+      rows.map(({ row }) => row),
+      failedJobs,
+    );
+  }
+
+  private async publish(row: OutboxMessage, offered: ReadonlySet<string> | undefined): Promise<void> {
+    const problem = undeliverableProblem(row);
+    if (problem) throw new Undeliverable(problem);
     if (row.kind === 'work') {
       const { body } = row;
       const queue = this.topology.workQueue(body.type);
-      if (!this.declaredWorkQueues.has(queue)) {
-        await this.broker.declareQueue(queue);
+      const declare = offered === undefined || offered.has(body.type);
+      if (declare && !this.declaredWorkQueues.has(queue)) {
+        await this.broker.declareQueue(queue).catch((error: unknown) => {
+          // The broker refused this one queue (a closed channel, a lost connection are
+          // `disconnected`): no retry will change its mind.
+          throw isBrokerError(error, 'refused') ? new Undeliverable(`the broker refuses the work queue ${queue}: ${error.message}`) : error;
+        });
         this.declaredWorkQueues.add(queue);
       }
-      await this.broker.sendToQueue(queue, Buffer.from(JSON.stringify(body)), {
-        messageId: `${body.jobId}@${body.attempt}`,
-        headers: { [tenantHeader]: body.tenant },
-      });
+      try {
+        await this.broker.sendToQueue(queue, Buffer.from(JSON.stringify(body)), {
+          messageId: `${body.jobId}@${body.attempt}`,
+          headers: { [tenantHeader]: body.tenant },
+        });
+      } catch (error) {
+        // No queue for a type nobody offers: the row is done with (see above).
+        if (declare || !isBrokerError(error, 'unroutable')) throw error;
+        this.logger.debug({ jobId: body.jobId, type: body.type }, 'no worker queue for this job type; the work message is dropped');
+      }
       return;
     }
     const { body } = row;
@@ -86,4 +148,18 @@ export class OutboxRelay {
       headers: { [tenantHeader]: body.tenant },
     });
   }
+}
+
+/**
+ * Why a row can never be published, or undefined. Its tenant and type become words of a
+ * routing key or queue name, so they must follow the submission rules' name rule (which
+ * also keeps every key far under AMQP's 255 bytes); rows written before the submit queue
+ * held to the rules may not.
+ */
+function undeliverableProblem(row: OutboxMessage): string | undefined {
+  const { tenant, type } = row.body;
+  const tenantProblem = tenantNameProblem(tenant);
+  if (tenantProblem) return `its ${tenantProblem}, so it cannot name a queue or routing key`;
+  if (!isValidName(type)) return `its job type ${JSON.stringify(type.length > 80 ? `${type.slice(0, 80)}...` : type)} breaks the name rule, so it cannot name a queue or routing key`;
+  return undefined;
 }

@@ -35,3 +35,12 @@ export function missingCapability(
   const named = missing.length > 0 ? missing : job.requires;
   return `no worker of the fleet offering job type "${job.type}" has the capabilities it requires: missing ${named.map((c) => `"${c}"`).join(', ')}`;
 }
+
+/**
+ * The job types the fleet offers, by the same rule: undefined when the fleet is empty and
+ * nothing is declared, since then nothing is judged.
+ */
+export function offeredJobTypes(members: readonly FleetMember[], declared: DeclaredFleet): ReadonlySet<string> | undefined {
+  if (members.length === 0 && declared.jobTypes.length === 0) return undefined;
+  return new Set([...members.flatMap((m) => m.jobTypes), ...declared.jobTypes]);
+}

@@ -1,26 +1,18 @@
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import type { Broker, Delivery, Subscription } from '../broker/broker.js';
 import { LedgerError } from '../ledger/errors.js';
 import type { SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import { readQueuedSubmission } from '../submission/queued.js';
 import type { Topology } from '../topology.js';
-
-/** A submission on the submit queue: the HTTP body plus the tenant; message id = idempotency key. */
-const queuedSubmission = z.object({
-  tenant: z.string().min(1),
-  type: z.string().min(1),
-  input: z.unknown(),
-  requires: z.array(z.string().min(1)).optional(),
-  maxAttempts: z.number().int().min(1).optional(),
-});
 
 /** Header on a dead-lettered submission saying why it was refused. */
 export const deadReasonHeader = 'planrun-dead-reason';
 
 /**
  * Takes submissions from the submit queue. A message is acked only after the ledger
- * committed its job; one that can never become a job (not JSON, wrong shape, no message
- * id to deduplicate on) goes to the dead queue with the reason, and only then is acked,
+ * committed its job; one that can never become a job (no message id to deduplicate on, or
+ * a body the HTTP API would refuse too: src/submission/rules.ts) goes to the dead queue
+ * with the reason, the words HTTP would answer with, and only then is acked,
  * so nothing is lost and consuming goes on. A ledger failure gives the message back.
  */
 export class SubmitConsumer {
@@ -79,19 +71,12 @@ export class SubmitConsumer {
   }
 }
 
+/** A submission on the submit queue: the HTTP body plus the tenant; message id = idempotency key. */
 function parse(delivery: Delivery): SubmitParams | string {
   if (!delivery.messageId) return 'the message id must be set: it is the idempotency key that makes redelivery safe';
-  let body: unknown;
-  try {
-    body = JSON.parse(delivery.body.toString('utf8'));
-  } catch {
-    return 'the body is not JSON';
-  }
-  const result = queuedSubmission.safeParse(body);
-  if (!result.success) {
-    return result.error.issues.map((issue) => `${issue.path.join('.') || 'body'}: ${issue.message}`).join('; ');
-  }
-  const { tenant, type, input, requires, maxAttempts } = result.data;
+  const submission = readQueuedSubmission(delivery.body);
+  if (typeof submission === 'string') return submission;
+  const { tenant, type, input, requires, maxAttempts } = submission;
   return {
     tenant,
     type,

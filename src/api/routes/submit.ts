@@ -1,32 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { SubmitParams, SubmitResult } from '../../ledger/ledger.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
-import { errorSchema } from '../errors.js';
+import { idempotencyKeySchema, inputProblem, submissionProperties, tenantNameProblem } from '../../submission/rules.js';
+import { ApiError, ApiErrorCode, errorSchema } from '../errors.js';
 import { submittedJobSchema, toJobSummary, type SubmittedJob } from '../job-view.js';
 
-// Job types and capabilities become words of routing keys and queue names, so the API
-// holds them to the rule job types are defined with (src/worker/runner/job-type.ts).
-const namePattern = '^[A-Za-z][A-Za-z0-9_-]{0,63}$';
-
-const idempotencyKeySchema = {
-  type: 'string',
-  minLength: 1,
-  maxLength: 255,
-  description: 'the same key (per tenant) always answers with the same job; sent once, as UTF-8 bytes (any other bytes, or a second header, are a 400)',
-} as const;
-
-const submissionProperties = {
-  type: { type: 'string', pattern: namePattern, description: 'the job type' },
-  input: { description: "the job's input: any JSON" },
-  requires: {
-    type: 'array',
-    maxItems: 64,
-    items: { type: 'string', pattern: namePattern },
-    description: 'capabilities a worker needs to run the job, beyond those its type requires',
-  },
-  maxAttempts: { type: 'integer', minimum: 1, maximum: 100, description: "attempts before the job fails as exhausted (default: the orchestrator's)" },
-} as const;
-
+// Job types and capabilities become words of routing keys and queue names, and inputs
+// go on to job processes: both paths of submission hold them to the same rules
+// (src/submission/rules.ts); the submit queue refuses what is refused here.
 const submissionSchema = {
   type: 'object',
   required: ['type', 'input'],
@@ -76,6 +57,7 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
     },
     async (request, reply) => {
       const { type, input, requires, maxAttempts } = request.body;
+      refuseBreakingRules(request.tenant, [[input, 'body/input']]);
       const idempotencyKey = request.headers['idempotency-key'];
       const result = await orchestrator.submit({ tenant: request.tenant, type, input, requires, maxAttempts, idempotencyKey });
       return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(toSubmittedJob(result));
@@ -104,6 +86,10 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       },
     },
     async (request, reply) => {
+      refuseBreakingRules(
+        request.tenant,
+        request.body.jobs.map((job, index) => [job.input, `body/jobs/${index}/input`]),
+      );
       const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, idempotencyKey }) => ({
         tenant: request.tenant,
         type,
@@ -116,6 +102,15 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       return reply.status(202).send({ jobs: results.map(toSubmittedJob) });
     },
   );
+}
+
+/**
+ * The rules the schema cannot say: the input's size and nesting, and the tenant's name
+ * (the key decides the tenant; a key made before the rule existed must not get round it).
+ */
+function refuseBreakingRules(tenant: string, inputs: Array<[unknown, string]>): void {
+  const problem = tenantNameProblem(tenant) ?? inputs.map(([input, where]) => inputProblem(input, where)).find((p) => p !== undefined);
+  if (problem) throw new ApiError(400, ApiErrorCode.invalidRequest, problem);
 }
 
 function toSubmittedJob(result: SubmitResult): SubmittedJob {

@@ -134,4 +134,13 @@ export const migrations: readonly Migration[] = [
         CHECK (outcome IN ('finished', 'failed', 'retried', 'expired', 'released', 'cancelled'));
     `,
   },
+  {
+    version: 4,
+    name: 'outbox rows set aside',
+    sql: `
+      -- A row the relay can never publish (issue 18) leaves the outbox like a sent one
+      -- (sent_at), with the reason it was set aside instead; a sent row has none.
+      ALTER TABLE outbox ADD COLUMN set_aside_reason text;
+    `,
+  },
 ];

@@ -11,6 +11,7 @@ import {
   type LedgerConfig,
   type ListJobsParams,
   type RecordProgressParams,
+  type OutboxSetAside,
   type RejectParams,
   type ReleaseParams,
   type RenewLeasesParams,
@@ -40,6 +41,7 @@ import { countJobsByState, getAttempts, getJob, listJobs } from './operations/qu
 import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
 import { release } from './operations/release.js';
+import { outboxSetAside } from './operations/set-aside.js';
 import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submitMany } from './operations/submit.js';
@@ -232,6 +234,9 @@ class PostgresLedger implements Ledger {
   }
   outboxMarkSent(ids: readonly number[]) {
     return this.write('outboxMarkSent', (ctx) => outboxMarkSent(ctx, ids));
+  }
+  outboxSetAside(rows: readonly OutboxSetAside[]) {
+    return this.write('outboxSetAside', (ctx) => outboxSetAside(ctx, rows));
   }
   outboxStats() {
     return this.read('outboxStats', (ctx) => outboxStats(ctx));

@@ -135,4 +135,13 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE attempts_v2 RENAME TO attempts;
     `,
   },
+  {
+    version: 4,
+    name: 'outbox rows set aside',
+    sql: `
+      -- A row the relay can never publish (issue 18) leaves the outbox like a sent one
+      -- (sent_at), with the reason it was set aside instead; a sent row has none.
+      ALTER TABLE outbox ADD COLUMN set_aside_reason TEXT;
+    `,
+  },
 ];

@@ -9,6 +9,7 @@ import {
   type LeaseRef,
   type ListJobsParams,
   type RecordProgressParams,
+  type OutboxSetAside,
   type RejectParams,
   type ReleaseParams,
   type RenewLeasesParams,
@@ -28,6 +29,7 @@ import { countJobsByState, getAttempts, getJob, listJobs } from './operations/qu
 import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
 import { release } from './operations/release.js';
+import { outboxSetAside } from './operations/set-aside.js';
 import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submit } from './operations/submit.js';
@@ -137,6 +139,9 @@ class SqliteLedger implements Ledger {
   }
   outboxMarkSent(ids: readonly number[]) {
     return this.write('outboxMarkSent', () => outboxMarkSent(this.ctx, ids));
+  }
+  outboxSetAside(rows: readonly OutboxSetAside[]) {
+    return this.write('outboxSetAside', () => outboxSetAside(this.ctx, rows));
   }
   outboxStats() {
     return this.read('outboxStats', () => outboxStats(this.ctx));

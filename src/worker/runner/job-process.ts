@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { FatalError, TransientError, serializeError, type SerializedError } from '../../core/errors.js';
+import { FatalError, PermanentError, TransientError, serializeError, type SerializedError } from '../../core/errors.js';
 import { describeDeath, type ChildDeath } from './child-death.js';
 import { ChildOutput } from './child-output.js';
 import type { RunnerLogger } from './logger.js';
@@ -139,9 +139,29 @@ export class JobProcess {
           resolve(outcome);
         },
       };
-      this.send({ kind: 'run', runId, task });
       hooks.signal?.addEventListener('abort', onAbort, { once: true });
+      this.handOver(runId, task);
     });
+  }
+
+  /**
+   * Sends the job to the process. Whatever keeps it from getting there fails the job as
+   * Permanent `invalid_input` (issue 18: a job that cannot be handed over must never hold
+   * its slot): input the channel cannot serialise (JSON.stringify throws on a value
+   * nested thousands of levels deep) ends the run at once, and the process, which got
+   * nothing, takes the next job; a send the channel fails afterwards leaves the process in
+   * doubt, so it is killed and replaced, and the job ends with that reason.
+   */
+  private handOver(runId: number, task: RunTask): void {
+    const cannotHandOver = (error: unknown) =>
+      new PermanentError('invalid_input', `the job could not be handed to its job process: ${error instanceof Error ? error.message : String(error)}`).toJSON();
+    try {
+      this.child.send({ kind: 'run', runId, task } satisfies ParentMessage, (error) => {
+        if (error && this.active?.runId === runId) this.kill(cannotHandOver(error));
+      });
+    } catch (error) {
+      if (this.active?.runId === runId) this.active.finish(failed(cannotHandOver(error)));
+    }
   }
 
   /** Kills the process at once; a job it was running ends with `reason`. */

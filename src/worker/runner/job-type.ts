@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { isValidName, NAME_RULE } from '../../submission/rules.js';
 import { describeValue } from './json-value.js';
 
 /**
@@ -47,9 +48,7 @@ const JOB_TYPE_PROPERTIES = ['name', 'requires', 'outputReserveBytes', 'run'];
 
 // Type names and capabilities end up as words of AMQP topic routing keys
 // (`<tenant>.<type>.<state>`) and items of the comma-separated `--capabilities` flag, so
-// `.`, `*`, `#`, `,` and spaces must stay out of them.
-const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
-const NAME_RULE = 'must start with a letter and hold only letters, digits, "-" and "_" (at most 64 characters)';
+// they follow the submission rules' name rule, which keeps `.`, `*`, `#`, `,` and spaces out.
 
 /** Checks a job type where it is written, so a mistake points at the definition, not at a failed job. */
 export function defineJobType<T extends JobType>(jobType: T): T {
@@ -136,7 +135,7 @@ function jobTypeProblems(value: unknown): string[] {
   }
   if (jobType.name === undefined) problems.push('name is missing');
   else if (typeof jobType.name !== 'string') problems.push(`name is ${describeValue(jobType.name)}, not a string`);
-  else if (!NAME_PATTERN.test(jobType.name)) problems.push(`name ${JSON.stringify(jobType.name)} ${NAME_RULE}`);
+  else if (!isValidName(jobType.name)) problems.push(`name ${JSON.stringify(jobType.name)} ${NAME_RULE}`);
 
   if (jobType.run === undefined) problems.push('run is missing (every job type needs run(ctx))');
   else if (typeof jobType.run !== 'function') problems.push(`run is ${describeValue(jobType.run)}, not a function`);
@@ -146,7 +145,7 @@ function jobTypeProblems(value: unknown): string[] {
       problems.push(`requires is ${describeValue(jobType.requires)}, not a list of capability names`);
     } else {
       for (const capability of jobType.requires as unknown[]) {
-        if (typeof capability !== 'string' || !NAME_PATTERN.test(capability)) {
+        if (typeof capability !== 'string' || !isValidName(capability)) {
           problems.push(`requires holds ${describeValue(capability)}; a capability name ${NAME_RULE}`);
         }
       }

@@ -70,6 +70,13 @@ async function pidOfNextJob(pool: ProcessPool): Promise<number> {
   return (outcome.result.data as { pid: number }).pid;
 }
 
+/** `[[[...]]]`, `levels` lists deep, built without recursion. */
+function nestedLists(levels: number): unknown {
+  let value: unknown = [];
+  for (let level = 1; level < levels; level++) value = [value];
+  return value;
+}
+
 function assertFailed(outcome: RunOutcome, errorClass: string, code: string, message?: RegExp): void {
   assert.equal(outcome.ok, false, `expected a ${errorClass} ${code} failure, got ${JSON.stringify(outcome)}`);
   if (outcome.ok) return;
@@ -175,6 +182,25 @@ describe('ProcessPool with well-behaved jobs', () => {
   test('input that is not plain JSON is refused before it reaches a process', async () => {
     const { outcome } = await runJob(pool, 'whoami', { at: new Date() });
     assertFailed(outcome, 'permanent', 'invalid_input', /input\.at is a Date/);
+  });
+
+  test('deep input (issue 18) never costs a process or a slot: each run ends, and the same processes run normal jobs after', async () => {
+    const pidsOfTwoJobsAtOnce = async () =>
+      new Set(
+        (await Promise.all([runJob(pool, 'whoami', null), runJob(pool, 'whoami', null)])).map(({ outcome }) =>
+          outcome.ok ? (outcome.result.data as { pid: number }).pid : outcome.error.message,
+        ),
+      );
+    const before = await pidsOfTwoJobsAtOnce();
+    assert.equal(before.size, 2);
+    for (const levels of [1_000, 3_000, 4_000, 4_150, 4_180, 10_000, 100_000]) {
+      const { outcome } = await runJob(pool, 'whoami', nestedLists(levels));
+      // Shallow enough to serialise, it runs; deeper, it cannot be handed over and fails
+      // once, as Permanent invalid_input. Either way the run ends.
+      if (!outcome.ok) assertFailed(outcome, 'permanent', 'invalid_input', /could not be handed to its job process: Maximum call stack/);
+      if (levels >= 10_000) assert.equal(outcome.ok, false, `${levels} levels cannot be serialised`);
+    }
+    assert.deepEqual(await pidsOfTwoJobsAtOnce(), before, 'both slots work, on the processes they had');
   });
 
   const badResults: Array<[string, RegExp]> = [

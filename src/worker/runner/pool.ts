@@ -37,7 +37,8 @@ export interface ProcessPoolOptions {
  * SerializedError, by class:
  * - whatever the job threw, class and code kept; anything not a planrun error is
  *   transient `unclassified` (the documented default);
- * - permanent: `unknown_job_type`, `invalid_input` (not plain JSON), `invalid_result`
+ * - permanent: `unknown_job_type`, `invalid_input` (not plain JSON, or it could not be
+ *   handed to the job process, e.g. nested too deep to serialise), `invalid_result`
  *   (run() returned something other than plain-JSON `{ data?, outputs? }`),
  *   `invalid_output` (an output that is not a regular file inside the scratch folder);
  * - transient: `child_crashed` (an exit, an uncaught exception or unhandled rejection),
@@ -97,8 +98,14 @@ export class ProcessPool {
           "the worker's admission must not start more jobs than the pool has slots",
       );
     }
-    const outcome = await jobProcess.run(task, hooks);
-    if (jobProcess.usable) this.idle.push(jobProcess);
+    let outcome: RunOutcome;
+    try {
+      outcome = await jobProcess.run(task, hooks);
+    } finally {
+      // Whatever happened to the run, the slot comes back: a usable process is idle again,
+      // a gone one has been replaced.
+      if (jobProcess.usable) this.idle.push(jobProcess);
+    }
     return outcome.ok ? this.checkOutputs(task, outcome) : outcome;
   }
 
