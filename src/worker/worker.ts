@@ -16,7 +16,7 @@ import type { JobType } from './runner/job-type.js';
 import type { RunTask } from './runner/protocol.js';
 import type { RunOutcome } from './runner/run-outcome.js';
 import { createScratch, removeScratch } from './runner/scratch.js';
-import { WorkerEvents, type WorkerEvent } from './worker-events.js';
+import { WorkerEvents, type LateGrantUnused, type LeaseLossReason, type WorkerEvent } from './worker-events.js';
 
 /** Runs job code; the process pool in production, anything with the same contract in tests. */
 export interface JobRunner {
@@ -78,13 +78,12 @@ export const defaultWorkerTiming: WorkerTiming = {
 export const defaultOutputReserveBytes = 64 * 1024 * 1024;
 
 type GrantedLease = Extract<LeaseReply, { granted: true }>;
-type LateGrantUnused = Extract<WorkerEvent, { type: 'late_grant_unused' }>['reason'];
 
 interface RunningJob {
   lease: HeldLease;
   type: JobType;
   /** Why the lease was lost, once it was (`handed_back`: this worker released it). */
-  lostReason?: string;
+  lostReason?: LeaseLossReason | typeof handedBack;
   lastProgressSentAt: number;
   /** The job's code returned: its outcome is being fenced, stored or settled, so it is not handed back. */
   returned: boolean;
@@ -93,7 +92,7 @@ interface RunningJob {
 }
 
 /** Set as a job's lostReason once this worker handed its lease back: nothing more is said about that attempt. */
-const handedBack = 'handed_back';
+const handedBack = 'handed_back' as const;
 
 /** What a job handed back for no fault of its own records on its attempt. */
 function workerStopped(why: string): SerializedError {
@@ -294,7 +293,7 @@ export class Worker {
     const admissionKey = `${work.jobId}@${work.attempt}`;
     const decision = await this.admission.admit(admissionKey, this.reserveOf(type));
     if (!decision.admitted) {
-      this.events.emit({ type: 'admission_refused', jobId: work.jobId, attempt: work.attempt, reason: decision.reason! });
+      this.events.emit({ type: 'admission_refused', jobId: work.jobId, attempt: work.attempt, reason: decision.reason });
       this.options.logger.info({ jobId: work.jobId, reason: decision.reason, detail: decision.detail }, 'not admitted; message goes back');
       if (decision.reason === 'no_free_slot') this.waitForSlot(delivery);
       else this.giveBack(delivery);
@@ -573,7 +572,7 @@ export class Worker {
     for (const lease of this.leases.expired()) this.loseLease(lease.jobId, lease.attempt, 'local_deadline_passed');
   }
 
-  private loseLease(jobId: string, attempt: number, reason: string): void {
+  private loseLease(jobId: string, attempt: number, reason: LeaseLossReason): void {
     const job = this.running.get(jobId);
     if (!job || job.lease.attempt !== attempt || job.lostReason) return;
     job.lostReason = reason;
