@@ -1,28 +1,21 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { isBrokerError, type Broker, type Delivery, type Subscription } from '../broker/broker.js';
+import type { Broker, Delivery, Subscription } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type SerializedError } from '../core/errors.js';
-import type { JobResult, WorkMessage } from '../ledger/ledger.js';
+import type { WorkMessage } from '../ledger/ledger.js';
 import { defaultTopology, tenantHeader, type Topology } from '../topology.js';
 import { Admission } from './admission.js';
+import { Attempt, type AttemptContext, type JobRunner } from './attempt.js';
 import { ControlErrorCode, type LeaseReply } from '../control/protocol.js';
 import { ControlClient, ControlError, newWorkerSecret } from './control-client.js';
 import { DedupMemory } from './dedup.js';
-import { LeaseBook, type HeldLease } from './lease-book.js';
+import { describeError } from './describe-error.js';
+import { LeaseBook } from './lease-book.js';
 import type { OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
-import type { RunTask } from './runner/protocol.js';
-import type { RunOutcome } from './runner/run-outcome.js';
-import { createScratch, removeScratch } from './runner/scratch.js';
 import { WorkerEvents, type LateGrantUnused, type LeaseLossReason, type WorkerEvent } from './worker-events.js';
-
-/** Runs job code; the process pool in production, anything with the same contract in tests. */
-export interface JobRunner {
-  run(task: RunTask, hooks: { onProgress(fraction: number, message?: string): void; signal?: AbortSignal }): Promise<RunOutcome>;
-  close(): Promise<void>;
-}
 
 export interface WorkerOptions {
   broker: Broker;
@@ -79,21 +72,6 @@ export const defaultOutputReserveBytes = 64 * 1024 * 1024;
 
 type GrantedLease = Extract<LeaseReply, { granted: true }>;
 
-interface RunningJob {
-  lease: HeldLease;
-  type: JobType;
-  /** Why the lease was lost, once it was (`handed_back`: this worker released it). */
-  lostReason?: LeaseLossReason | typeof handedBack;
-  lastProgressSentAt: number;
-  /** The job's code returned: its outcome is being fenced, stored or settled, so it is not handed back. */
-  returned: boolean;
-  /** The release of this lease, once asked for (see handBack). */
-  handingBack?: Promise<void>;
-}
-
-/** Set as a job's lostReason once this worker handed its lease back: nothing more is said about that attempt. */
-const handedBack = 'handed_back' as const;
-
 /** What a job handed back for no fault of its own records on its attempt. */
 function workerStopped(why: string): SerializedError {
   return { class: 'transient', code: 'worker_stopped', message: `the worker stopped before the job ended (${why}); handed back for its next attempt` };
@@ -113,7 +91,9 @@ export class Worker {
   private readonly admission: Admission;
   private readonly leases: LeaseBook;
   private readonly events = new WorkerEvents();
-  private readonly running = new Map<string, RunningJob>();
+  private readonly attemptContext: AttemptContext;
+  /** The attempts running here, by job id (one per job: a second one is not let in). */
+  private readonly running = new Map<string, Attempt>();
   private readonly typesByName: Map<string, JobType>;
   private subscriptions: Subscription[] = [];
   private consuming = false;
@@ -150,6 +130,20 @@ export class Worker {
       }
     }
     this.typesByName = new Map(runnable.map((type) => [type.name, type]));
+    this.attemptContext = {
+      control: this.control,
+      leases: this.leases,
+      runner: options.runner,
+      outputStore: options.outputStore,
+      scratchRoot: options.scratchRoot,
+      events: this.events,
+      logger: options.logger,
+      clock: this.clock,
+      progressIntervalMs: this.timing.progressIntervalMs,
+      controlTimeoutMs: this.timing.controlTimeoutMs,
+      fatal: (attempt, error) => this.fatal(attempt, error),
+      forget: (attempt) => this.running.delete(attempt.lease.jobId),
+    };
   }
 
   onEvent(listener: (event: WorkerEvent) => void): () => void {
@@ -177,8 +171,8 @@ export class Worker {
 
   /**
    * Graceful stop: take no more work, let running jobs finish until `deadlineMs`, then
-   * hand back the leases of those still running (see handBack) and abort them, so the
-   * next worker starts them at once instead of a lease TTL later.
+   * hand back the leases of those still running (see Attempt.handBack) and abort them, so
+   * the next worker starts them at once instead of a lease TTL later.
    */
   stop(deadlineMs = 30_000): Promise<void> {
     this.stopped ??= this.drainAndClose(deadlineMs);
@@ -327,7 +321,7 @@ export class Worker {
       this.dedup.forget(work.jobId, work.attempt);
       release();
       this.refusedAsWorker(error);
-      this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'lease request failed; message goes back');
+      this.options.logger.warn({ jobId: work.jobId, err: describeError(error) }, 'lease request failed; message goes back');
       this.giveBack(delivery);
     }
   }
@@ -351,11 +345,14 @@ export class Worker {
 
   private startJob(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number, release: () => void, late = false): void {
     const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, this.safeTtl(reply.ttlMs));
-    const job: RunningJob = { lease, type, lastProgressSentAt: 0, returned: false };
-    this.running.set(work.jobId, job);
+    const attempt = new Attempt(this.attemptContext, lease, type);
+    this.running.set(work.jobId, attempt);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
     this.heartbeatAfterGrant();
-    void this.runJob(job, reply.input).finally(release);
+    void attempt.run(reply.input).finally(() => {
+      if (this.running.size === 0) this.idle?.();
+      release();
+    });
   }
 
   /**
@@ -381,7 +378,7 @@ export class Worker {
     try {
       decision = await this.admission.admit(admissionKey, this.reserveOf(type));
     } catch (error) {
-      this.options.logger.warn({ jobId: work.jobId, err: describe(error) }, 'late lease grant not used: admission failed');
+      this.options.logger.warn({ jobId: work.jobId, err: describeError(error) }, 'late lease grant not used: admission failed');
       return unused('not_admitted');
     }
     if (!decision.admitted) return unused('not_admitted');
@@ -398,132 +395,6 @@ export class Worker {
 
   private safeTtl(ttlMs: number): number {
     return ttlMs * (1 - this.timing.leaseSafetyFraction);
-  }
-
-  private async runJob(job: RunningJob, input: unknown): Promise<void> {
-    const { lease } = job;
-    const task = { jobId: lease.jobId, attempt: lease.attempt, tenant: lease.tenant, type: job.type.name, input };
-    let scratchDir: string | undefined;
-    try {
-      scratchDir = await createScratch(this.options.scratchRoot, lease.jobId, lease.attempt);
-      const outcome = await this.options.runner.run(
-        { ...task, scratchDir },
-        { onProgress: (fraction, message) => this.onProgress(job, fraction, message), signal: lease.abort.signal },
-      );
-      job.returned = true;
-      await this.finish(job, outcome, scratchDir);
-    } catch (error) {
-      this.options.logger.error({ jobId: lease.jobId, err: describe(error) }, 'job handling failed');
-    } finally {
-      this.running.delete(lease.jobId);
-      this.leases.remove(lease.jobId);
-      if (scratchDir) await removeScratch(scratchDir).catch(() => undefined);
-      this.events.emit({ type: 'job_done', jobId: lease.jobId, attempt: lease.attempt });
-      if (this.running.size === 0) this.idle?.();
-    }
-  }
-
-  private async finish(job: RunningJob, outcome: RunOutcome, scratchDir: string): Promise<void> {
-    const { lease } = job;
-    if (job.lostReason === handedBack) return;
-    if (job.lostReason && job.lostReason !== 'cancelled') {
-      this.events.emit({ type: 'abandoned', jobId: lease.jobId, attempt: lease.attempt, reason: job.lostReason });
-      return;
-    }
-    if (job.lostReason === 'cancelled') {
-      await this.settle(job, { kind: 'failed', error: { class: 'permanent', code: 'cancelled', message: 'cancelled by its tenant' } });
-      return;
-    }
-    if (!outcome.ok) {
-      if (outcome.error.class === 'fatal') {
-        await this.fatal(job, outcome.error);
-        return;
-      }
-      await this.settle(job, { kind: 'failed', error: outcome.error });
-      return;
-    }
-    const files = outcome.result.outputs ?? [];
-    const storing = files.length > 0;
-    // The fence guards outputs becoming visible. A job that returned none has nothing to
-    // fence or store: the settle is itself a CAS keyed to this attempt's live lease, so a
-    // stale attempt still announces nothing. That saves a control round trip (and an empty
-    // output folder) per job.
-    if (storing && !(await this.fence(job))) {
-      this.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: job.lostReason ?? 'lease not live' });
-      return;
-    }
-    let result: JobResult;
-    try {
-      let outputs: Record<string, string> = {};
-      if (storing) {
-        outputs = await this.options.outputStore.put(lease, scratchDir, files);
-        this.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
-      }
-      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs };
-    } catch (error) {
-      await this.settle(job, { kind: 'failed', error: { class: 'transient', code: 'output_store_failed', message: describe(error) } });
-      return;
-    }
-    await this.settle(job, { kind: 'finished', result });
-  }
-
-  /**
-   * The fence before any output becomes visible: ask the ledger. If it cannot be asked,
-   * trust only the local deadline, which is never later than the ledger's.
-   */
-  private async fence(job: RunningJob): Promise<boolean> {
-    const { lease } = job;
-    if (!this.leases.isLocallyLive(lease)) return false;
-    try {
-      const reply = await this.control.fence({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant });
-      if (reply.live) return true;
-      job.lostReason = reply.reason;
-      return false;
-    } catch (error) {
-      this.options.logger.warn({ jobId: lease.jobId, err: describe(error) }, 'fence check failed; trusting the local lease deadline');
-      return this.leases.isLocallyLive(lease);
-    }
-  }
-
-  private async settle(job: RunningJob, outcome: { kind: 'finished'; result: JobResult } | { kind: 'failed'; error: SerializedError }): Promise<void> {
-    const { lease } = job;
-    let retried = false;
-    for (;;) {
-      try {
-        const reply = await this.control.settle({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, outcome });
-        if (reply.accepted) {
-          this.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: reply.state, transition: reply.transition });
-        } else if (retried && reply.reason === 'ended') {
-          // An earlier try of this same settle was applied; its reply was lost on the way.
-          this.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: 'ended', transition: 'unknown' });
-        } else {
-          this.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: reply.reason });
-        }
-        return;
-      } catch (error) {
-        if (!this.leases.isLocallyLive(lease) || !isRetryable(error)) {
-          this.options.logger.warn({ jobId: lease.jobId, err: describe(error) }, 'settle not confirmed; the sweeper will retry the job');
-          this.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: 'unconfirmed' });
-          return;
-        }
-        retried = true;
-        await sleep(Math.min(500, this.timing.controlTimeoutMs));
-      }
-    }
-  }
-
-  private onProgress(job: RunningJob, fraction: number, message?: string): void {
-    const now = this.clock.now();
-    if (fraction < 1 && now - job.lastProgressSentAt < this.timing.progressIntervalMs) return;
-    job.lastProgressSentAt = now;
-    const { lease } = job;
-    this.events.emit({ type: 'progress', jobId: lease.jobId, attempt: lease.attempt, fraction });
-    this.control
-      .progress({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, fraction, ...(message === undefined ? {} : { message }) })
-      .then((reply) => {
-        if (!reply.accepted) this.loseLease(lease.jobId, lease.attempt, reply.reason);
-      })
-      .catch(() => undefined); // Progress is advisory; the heartbeat keeps the lease.
   }
 
   /**
@@ -564,7 +435,7 @@ export class Worker {
       this.events.emit({ type: 'heartbeat', renewed: reply.renewed.length, lost: reply.lost.length });
     } catch (error) {
       if (this.refusedAsWorker(error)) return;
-      this.options.logger.warn({ err: describe(error) }, 'heartbeat not answered; leases hold until their local deadlines');
+      this.options.logger.warn({ err: describeError(error) }, 'heartbeat not answered; leases hold until their local deadlines');
     }
   }
 
@@ -573,12 +444,8 @@ export class Worker {
   }
 
   private loseLease(jobId: string, attempt: number, reason: LeaseLossReason): void {
-    const job = this.running.get(jobId);
-    if (!job || job.lease.attempt !== attempt || job.lostReason) return;
-    job.lostReason = reason;
-    this.events.emit({ type: 'lease_lost', jobId, attempt, reason });
-    this.options.logger.warn({ jobId, attempt, reason }, 'lease lost; stopping the job');
-    job.lease.abort.abort(new Error(`lease lost: ${reason}`));
+    const running = this.running.get(jobId);
+    if (running?.lease.attempt === attempt) running.lose(reason);
   }
 
   /**
@@ -599,21 +466,21 @@ export class Worker {
    * them at once; then tell the process to exit (onFatal), to be restarted clean. Jobs
    * that already returned settle as usual while the worker drains.
    */
-  private async fatal(job: RunningJob | undefined, error: SerializedError): Promise<void> {
+  private async fatal(attempt: Attempt | undefined, error: SerializedError): Promise<void> {
     const first = this.fatalError === undefined;
     this.fatalError ??= error;
     if (!first) {
-      if (job) await this.handBack(job, error);
+      if (attempt) await attempt.handBack(error);
       return;
     }
     this.stopping = true;
     this.options.logger.fatal({ error }, 'fatal error: the worker hands back its leases and stops');
     this.stopTimers();
     void this.cancelSubscriptions();
-    const others = [...this.running.values()].filter((other) => other !== job && !other.returned);
+    const others = [...this.running.values()].filter((other) => other !== attempt && !other.returned);
     await Promise.all([
-      ...(job ? [this.handBack(job, error)] : []),
-      ...others.map((other) => this.handBack(other, workerStopped(`the worker stopped on the Fatal error ${error.code}`))),
+      ...(attempt ? [attempt.handBack(error)] : []),
+      ...others.map((other) => other.handBack(workerStopped(`the worker stopped on the Fatal error ${error.code}`))),
     ]);
     this.events.emit({ type: 'fatal', error });
     this.options.onFatal?.(error);
@@ -621,29 +488,7 @@ export class Worker {
 
   /** Hands back the lease of every job still running here (stopping). */
   private async handBackAll(why: string): Promise<void> {
-    await Promise.all([...this.running.values()].filter((job) => !job.returned).map((job) => this.handBack(job, workerStopped(why))));
-  }
-
-  /**
-   * Gives a lease back to the ledger before its end (release): the attempt ends with
-   * `error` recorded and the next one is due at once, instead of a lease TTL later. The
-   * job's process is aborted; whatever it still returns is dropped. If the orchestrator
-   * cannot be reached the lease simply runs out, as after a crash. Once per job.
-   */
-  private handBack(job: RunningJob, error: SerializedError): Promise<void> {
-    job.handingBack ??= (async () => {
-      const { lease } = job;
-      job.lostReason = handedBack;
-      lease.abort.abort(new Error(`the job is handed back: ${error.message}`));
-      try {
-        const reply = await this.control.release({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, error });
-        this.events.emit({ type: 'handed_back', jobId: lease.jobId, attempt: lease.attempt, code: error.code, outcome: reply.accepted ? reply.transition : `refused ${reply.reason}` });
-      } catch (err) {
-        this.options.logger.warn({ jobId: lease.jobId, err: describe(err) }, 'lease not handed back; it runs out instead');
-        this.events.emit({ type: 'handed_back', jobId: lease.jobId, attempt: lease.attempt, code: error.code, outcome: 'unconfirmed' });
-      }
-    })();
-    return job.handingBack;
+    await Promise.all([...this.running.values()].filter((attempt) => !attempt.returned).map((attempt) => attempt.handBack(workerStopped(why))));
   }
 
   /** With no free slot, stop consuming: after ack-early the prefetch no longer bounds what arrives. */
@@ -667,16 +512,4 @@ function parseWorkMessage(delivery: Delivery): WorkMessage | undefined {
   } catch {
     return undefined;
   }
-}
-
-function isRetryable(error: unknown): boolean {
-  return isBrokerError(error, 'timeout') || isBrokerError(error, 'disconnected');
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
