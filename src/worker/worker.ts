@@ -1,21 +1,19 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Broker, Delivery, Subscription } from '../broker/broker.js';
+import type { Broker } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type SerializedError } from '../core/errors.js';
-import type { WorkMessage } from '../ledger/ledger.js';
-import { defaultTopology, tenantHeader, type Topology } from '../topology.js';
-import { Admission } from './admission.js';
+import { defaultTopology, type Topology } from '../topology.js';
+import { ControlErrorCode } from '../control/protocol.js';
 import { Attempt, type AttemptContext, type JobRunner } from './attempt.js';
-import { ControlErrorCode, type LeaseReply } from '../control/protocol.js';
 import { ControlClient, ControlError, newWorkerSecret } from './control-client.js';
-import { DedupMemory } from './dedup.js';
 import { describeError } from './describe-error.js';
+import { Intake, type Grant } from './intake.js';
 import { LeaseBook } from './lease-book.js';
 import type { OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
-import { WorkerEvents, type LateGrantUnused, type LeaseLossReason, type WorkerEvent } from './worker-events.js';
+import { WorkerEvents, type LeaseLossReason, type WorkerEvent } from './worker-events.js';
 
 export interface WorkerOptions {
   broker: Broker;
@@ -70,8 +68,6 @@ export const defaultWorkerTiming: WorkerTiming = {
 
 export const defaultOutputReserveBytes = 64 * 1024 * 1024;
 
-type GrantedLease = Extract<LeaseReply, { granted: true }>;
-
 /** What a job handed back for no fault of its own records on its attempt. */
 function workerStopped(why: string): SerializedError {
   return { class: 'transient', code: 'worker_stopped', message: `the worker stopped before the job ended (${why}); handed back for its next attempt` };
@@ -81,33 +77,27 @@ function workerStopped(why: string): SerializedError {
  * A worker: takes work messages, leases each job in the ledger, acks the message at
  * once, runs the job in a child process while its heartbeat keeps the lease, stores the
  * outputs only after the fence says the lease is still its own, then settles.
+ *
+ * This class coordinates: it starts and stops, keeps every lease with one heartbeat,
+ * watches the local deadlines, and stops on a Fatal error. Intake (intake.ts) brings the
+ * work in and wins the leases; an Attempt (attempt.ts) lives each one to its end.
  */
 export class Worker {
   readonly id: string;
   private readonly clock: Clock;
   private readonly timing: WorkerTiming;
   private readonly control: ControlClient;
-  private readonly dedup = new DedupMemory(10_000);
-  private readonly admission: Admission;
   private readonly leases: LeaseBook;
   private readonly events = new WorkerEvents();
+  private readonly intake: Intake;
   private readonly attemptContext: AttemptContext;
-  /** The attempts running here, by job id (one per job: a second one is not let in). */
+  /** The attempts running here, by job id (one per job: intake lets no second one in). */
   private readonly running = new Map<string, Attempt>();
   private readonly typesByName: Map<string, JobType>;
-  private subscriptions: Subscription[] = [];
-  private consuming = false;
-  private stopping = false;
   private stopped: Promise<void> | undefined;
   private fatalError: SerializedError | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
-  private readonly pendingTimers = new Set<NodeJS.Timeout>();
-  /**
-   * Deliveries that found every slot taken, oldest first: each takes the next slot that
-   * frees, or goes back to the broker after `redeliveryDelayMs` as before (see waitForSlot).
-   */
-  private readonly slotWaiters: Array<{ delivery: Delivery; timer: NodeJS.Timeout }> = [];
   /** A heartbeat asked for by a grant is in flight / another one is wanted after it (see heartbeatAfterGrant). */
   private grantHeartbeat: 'idle' | 'in_flight' | 'again' = 'idle';
   private idle: (() => void) | undefined;
@@ -116,20 +106,41 @@ export class Worker {
     this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.clock = options.clock ?? systemClock;
     this.timing = { ...defaultWorkerTiming, ...options.timing };
-    this.control = new ControlClient(options.broker, options.topology ?? defaultTopology, this.timing.controlTimeoutMs, this.timing.lateGrantWindowMs, {
+    const topology = options.topology ?? defaultTopology;
+    this.control = new ControlClient(options.broker, topology, this.timing.controlTimeoutMs, this.timing.lateGrantWindowMs, {
       secret: newWorkerSecret(),
       fleetKey: options.fleetKey,
     });
-    this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
-    this.leases = new LeaseBook(this.clock);
+    this.leases = new LeaseBook(this.clock, this.timing.leaseSafetyFraction);
     // A worker offers (consumes, and reports to the fleet) only the types it can run.
     const runnable = options.jobTypes.filter((type) => (type.requires ?? []).every((c) => options.capabilities.includes(c)));
+    this.typesByName = new Map(runnable.map((type) => [type.name, type]));
+    this.intake = new Intake({
+      broker: options.broker,
+      topology,
+      workerId: this.id,
+      types: this.typesByName,
+      slots: options.slots,
+      scratchRoot: options.scratchRoot,
+      freeBytes: options.freeBytes,
+      defaultOutputReserveBytes: options.defaultOutputReserveBytes ?? defaultOutputReserveBytes,
+      redeliveryDelayMs: this.timing.redeliveryDelayMs,
+      control: this.control,
+      leases: this.leases,
+      events: this.events,
+      logger: options.logger,
+      clock: this.clock,
+      host: {
+        runningAttempt: (jobId) => this.running.get(jobId)?.lease.attempt,
+        start: (grant, release) => this.startAttempt(grant, release),
+        leaseFailed: (error) => void this.refusedAsWorker(error),
+      },
+    });
     for (const type of options.jobTypes) {
       if (!runnable.includes(type)) {
         options.logger.warn({ type: type.name, requires: type.requires }, 'job type not offered: this worker lacks a capability it requires');
       }
     }
-    this.typesByName = new Map(runnable.map((type) => [type.name, type]));
     this.attemptContext = {
       control: this.control,
       leases: this.leases,
@@ -155,14 +166,7 @@ export class Worker {
   }
 
   async start(): Promise<void> {
-    for (const type of this.typesByName.values()) {
-      const queue = (this.options.topology ?? defaultTopology).workQueue(type.name);
-      await this.options.broker.declareQueue(queue);
-      this.subscriptions.push(
-        await this.options.broker.consume(queue, (delivery) => this.onDelivery(delivery), { prefetch: this.options.slots }),
-      );
-    }
-    this.consuming = true;
+    await this.intake.open();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.timing.heartbeatIntervalMs);
     this.deadlineTimer = setInterval(() => this.checkLocalDeadlines(), this.timing.deadlineCheckIntervalMs);
     void this.heartbeat();
@@ -190,8 +194,7 @@ export class Worker {
   }
 
   private async drainAndClose(deadlineMs: number): Promise<void> {
-    this.stopping = true;
-    await this.cancelSubscriptions();
+    await this.intake.close();
     if (this.running.size > 0) {
       const drained = new Promise<void>((resolve) => (this.idle = resolve));
       const deadline = setTimeout(() => void this.handBackAll(`its stop grace of ${deadlineMs} ms ran out`), deadlineMs);
@@ -206,145 +209,12 @@ export class Worker {
   private stopTimers(): void {
     clearInterval(this.heartbeatTimer);
     clearInterval(this.deadlineTimer);
-    for (const timer of this.pendingTimers) clearTimeout(timer);
-    this.pendingTimers.clear();
-    // Their timers are gone; cancelling the subscriptions hands their messages back.
-    this.slotWaiters.length = 0;
+    this.intake.dropWaiting();
   }
 
-  private async cancelSubscriptions(): Promise<void> {
-    const subscriptions = this.subscriptions;
-    this.subscriptions = [];
-    this.consuming = false;
-    await Promise.allSettled(subscriptions.map((s) => s.cancel()));
-  }
-
-  /** Holds the message briefly, then gives it back for this or another worker. */
-  private giveBack(delivery: Delivery): void {
-    const timer = setTimeout(() => {
-      this.pendingTimers.delete(timer);
-      delivery.nack({ requeue: true });
-    }, this.timing.redeliveryDelayMs);
-    this.pendingTimers.add(timer);
-  }
-
-  /**
-   * Every slot is taken: rather than hold the message for `redeliveryDelayMs` and then
-   * give it back (after ack-early the broker keeps sending while slots are busy), let it
-   * take the next slot that frees within that time, and give it back only if none does.
-   * For long jobs nothing changes (no slot frees in time: the message goes back, for a
-   * worker with room); for short ones a slot is never left idle while a message waits.
-   * At most `prefetch` (= slots) deliveries can wait here, all unacknowledged, so a crash
-   * hands them back to the broker.
-   */
-  private waitForSlot(delivery: Delivery): void {
-    const waiter = {
-      delivery,
-      timer: setTimeout(() => {
-        this.pendingTimers.delete(waiter.timer);
-        const index = this.slotWaiters.indexOf(waiter);
-        if (index !== -1) this.slotWaiters.splice(index, 1);
-        delivery.nack({ requeue: true });
-      }, this.timing.redeliveryDelayMs),
-    };
-    this.pendingTimers.add(waiter.timer);
-    this.slotWaiters.push(waiter);
-  }
-
-  /** A slot was released: the delivery that waited longest for one goes through admission again now. */
-  private slotFreed(): void {
-    const waiter = this.slotWaiters.shift();
-    if (!waiter) return;
-    clearTimeout(waiter.timer);
-    this.pendingTimers.delete(waiter.timer);
-    void this.onDelivery(waiter.delivery);
-  }
-
-  private async onDelivery(delivery: Delivery): Promise<void> {
-    const work = parseWorkMessage(delivery);
-    if (!work) {
-      // Nobody could ever run it; the ledger re-sends any real job whose message is lost.
-      this.options.logger.error({ messageId: delivery.messageId }, 'malformed work message dropped');
-      delivery.nack({ requeue: false });
-      return;
-    }
-    const type = this.typesByName.get(work.type);
-    if (this.stopping || !type) {
-      this.giveBack(delivery);
-      return;
-    }
-    const local = this.running.get(work.jobId);
-    if (local && local.lease.attempt !== work.attempt) {
-      // Another attempt of this job is still winding down here: let another worker (or later) take this one.
-      this.giveBack(delivery);
-      return;
-    }
-    if (local || this.dedup.has(work.jobId, work.attempt)) {
-      this.events.emit({ type: 'duplicate_dropped', jobId: work.jobId, attempt: work.attempt });
-      delivery.ack();
-      return;
-    }
-    const admissionKey = `${work.jobId}@${work.attempt}`;
-    const decision = await this.admission.admit(admissionKey, this.reserveOf(type));
-    if (!decision.admitted) {
-      this.events.emit({ type: 'admission_refused', jobId: work.jobId, attempt: work.attempt, reason: decision.reason });
-      this.options.logger.info({ jobId: work.jobId, reason: decision.reason, detail: decision.detail }, 'not admitted; message goes back');
-      if (decision.reason === 'no_free_slot') this.waitForSlot(delivery);
-      else this.giveBack(delivery);
-      return;
-    }
-    this.dedup.remember(work.jobId, work.attempt);
-    void this.updateFlowControl();
-    const release = this.releaser(admissionKey);
-    try {
-      const sentAt = this.clock.now();
-      const reply = await this.control.lease(
-        { jobId: work.jobId, attempt: work.attempt, tenant: work.tenant, worker: this.id },
-        (late) => void this.useLateGrant(work, type, late, sentAt),
-      );
-      // Ack-early: granted or refused, the broker is done with this message now.
-      delivery.ack();
-      if (!reply.granted) {
-        this.events.emit({ type: 'lease_refused', jobId: work.jobId, attempt: work.attempt, reason: reply.reason });
-        release();
-        return;
-      }
-      if (this.running.get(work.jobId)?.lease.attempt === work.attempt) {
-        // A late grant of an earlier request for this very attempt is running it already (the same lease, renewed).
-        this.events.emit({ type: 'duplicate_dropped', jobId: work.jobId, attempt: work.attempt });
-        release();
-        return;
-      }
-      this.startJob(work, type, reply, sentAt, release);
-    } catch (error) {
-      // The orchestrator did not answer: keep nothing, ack nothing; the message comes back.
-      this.dedup.forget(work.jobId, work.attempt);
-      release();
-      this.refusedAsWorker(error);
-      this.options.logger.warn({ jobId: work.jobId, err: describeError(error) }, 'lease request failed; message goes back');
-      this.giveBack(delivery);
-    }
-  }
-
-  private reserveOf(type: JobType): number {
-    return type.outputReserveBytes ?? this.options.defaultOutputReserveBytes ?? defaultOutputReserveBytes;
-  }
-
-  /** Frees the admission slot of one delivery, once however often it is called. */
-  private releaser(admissionKey: string): () => void {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.admission.release(admissionKey);
-      // Before flow control looks: a waiting delivery takes the slot, and consuming stays paused.
-      this.slotFreed();
-      void this.updateFlowControl();
-    };
-  }
-
-  private startJob(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number, release: () => void, late = false): void {
-    const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, this.safeTtl(reply.ttlMs));
+  /** A lease was won: its attempt runs, and its admission slot is freed once the attempt is over. */
+  private startAttempt({ work, type, reply, sentAt, late }: Grant, release: () => void): void {
+    const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, reply.ttlMs);
     const attempt = new Attempt(this.attemptContext, lease, type);
     this.running.set(work.jobId, attempt);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
@@ -353,48 +223,6 @@ export class Worker {
       if (this.running.size === 0) this.idle?.();
       release();
     });
-  }
-
-  /**
-   * A lease granted after this worker stopped waiting for it (the orchestrator had taken
-   * the request before a cut and answered after it): run the job if it still can: not
-   * stopping, not running it already (a redelivery of the same message may have been
-   * leased here again), a free slot, and the lease not near its end by the local clock,
-   * counted from when the request was sent. Otherwise the lease runs out unused, as before.
-   */
-  private async useLateGrant(work: WorkMessage, type: JobType, reply: GrantedLease, sentAt: number): Promise<void> {
-    const unusable = (): LateGrantUnused | undefined => {
-      if (this.stopping) return 'stopping';
-      if (this.running.has(work.jobId)) return 'running';
-      if (this.clock.now() >= sentAt + this.safeTtl(reply.ttlMs)) return 'lease_near_end';
-      return undefined;
-    };
-    const unused = (reason: LateGrantUnused) => this.events.emit({ type: 'late_grant_unused', jobId: work.jobId, attempt: work.attempt, reason });
-    const before = unusable();
-    if (before) return unused(before);
-    // A key of its own: a redelivery of the same message may hold `<job>@<attempt>` right now.
-    const admissionKey = `${work.jobId}@${work.attempt}/late`;
-    let decision;
-    try {
-      decision = await this.admission.admit(admissionKey, this.reserveOf(type));
-    } catch (error) {
-      this.options.logger.warn({ jobId: work.jobId, err: describeError(error) }, 'late lease grant not used: admission failed');
-      return unused('not_admitted');
-    }
-    if (!decision.admitted) return unused('not_admitted');
-    const release = this.releaser(admissionKey);
-    const after = unusable();
-    if (after) {
-      release();
-      return unused(after);
-    }
-    this.dedup.remember(work.jobId, work.attempt);
-    void this.updateFlowControl();
-    this.startJob(work, type, reply, sentAt, release, true);
-  }
-
-  private safeTtl(ttlMs: number): number {
-    return ttlMs * (1 - this.timing.leaseSafetyFraction);
   }
 
   /**
@@ -419,7 +247,7 @@ export class Worker {
 
   /** One heartbeat renews every lease this worker holds. */
   private async heartbeat(): Promise<void> {
-    if (this.stopping && this.running.size === 0) return;
+    if (this.intake.closed && this.running.size === 0) return;
     const held = this.leases.all();
     const sentAt = this.clock.now();
     try {
@@ -430,7 +258,7 @@ export class Worker {
         slots: this.options.slots,
         leases: held.map(({ jobId, attempt, token, tenant }) => ({ jobId, attempt, token, tenant })),
       });
-      for (const { jobId, attempt } of reply.renewed) this.leases.renewed(jobId, attempt, sentAt, this.safeTtl(reply.ttlMs));
+      for (const { jobId, attempt } of reply.renewed) this.leases.renewed(jobId, attempt, sentAt, reply.ttlMs);
       for (const { jobId, attempt, reason } of reply.lost) this.loseLease(jobId, attempt, reason);
       this.events.emit({ type: 'heartbeat', renewed: reply.renewed.length, lost: reply.lost.length });
     } catch (error) {
@@ -473,10 +301,9 @@ export class Worker {
       if (attempt) await attempt.handBack(error);
       return;
     }
-    this.stopping = true;
     this.options.logger.fatal({ error }, 'fatal error: the worker hands back its leases and stops');
     this.stopTimers();
-    void this.cancelSubscriptions();
+    void this.intake.close();
     const others = [...this.running.values()].filter((other) => other !== attempt && !other.returned);
     await Promise.all([
       ...(attempt ? [attempt.handBack(error)] : []),
@@ -489,27 +316,5 @@ export class Worker {
   /** Hands back the lease of every job still running here (stopping). */
   private async handBackAll(why: string): Promise<void> {
     await Promise.all([...this.running.values()].filter((attempt) => !attempt.returned).map((attempt) => attempt.handBack(workerStopped(why))));
-  }
-
-  /** With no free slot, stop consuming: after ack-early the prefetch no longer bounds what arrives. */
-  private async updateFlowControl(): Promise<void> {
-    if (this.stopping) return;
-    const wanted = this.admission.hasFreeSlot;
-    if (wanted === this.consuming) return;
-    this.consuming = wanted;
-    await Promise.allSettled(this.subscriptions.map((s) => (wanted ? s.resume() : s.pause())));
-  }
-}
-
-function parseWorkMessage(delivery: Delivery): WorkMessage | undefined {
-  try {
-    const body = JSON.parse(delivery.body.toString('utf8')) as Partial<WorkMessage>;
-    if (typeof body.jobId !== 'string' || typeof body.type !== 'string' || typeof body.tenant !== 'string') return undefined;
-    if (!Number.isInteger(body.attempt) || (body.attempt as number) < 1) return undefined;
-    // The tenant travels on every message (G8): one without it, or with another, is not planrun's.
-    if (delivery.headers[tenantHeader] !== body.tenant) return undefined;
-    return body as WorkMessage;
-  } catch {
-    return undefined;
   }
 }
