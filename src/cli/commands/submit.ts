@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Client } from '../../client/client.js';
+import { ExitCode } from '../exit-codes.js';
 import { clientFor, clientOptions, talkingToApi, type ClientFlags } from '../client-options.js';
 import { formatFinal, ProgressDisplay } from '../job-output.js';
 import { listOption, positiveIntOption, UsageError } from '../options.js';
@@ -45,14 +46,14 @@ export async function follow(client: Client, id: string, flags: ClientFlags): Pr
   // ^C leaves the terminal on a fresh line; the job itself goes on (cancel it with the API).
   const interrupted = () => {
     display.finish();
-    process.exit(130);
+    process.exit(ExitCode.interrupted);
   };
   process.once('SIGINT', interrupted);
   try {
     const job = await talkingToApi(flags, () => client.wait(id, { onEvent: (event) => display.update(event) }));
     display.finish();
     console.log(formatFinal(job));
-    process.exitCode = job.state === 'finished' ? 0 : 1;
+    process.exitCode = job.state === 'finished' ? ExitCode.ok : ExitCode.failed;
   } catch (error) {
     display.finish();
     throw error;

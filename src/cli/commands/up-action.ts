@@ -5,12 +5,14 @@ import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
 import { checkJobModules } from '../job-modules.js';
-import { ledgerChoice, metricsListener } from '../options.js';
+import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
+  // Both halves run here, so the rule between them is checked before anything starts.
+  checkLeaseTiming(flags.leaseTtl, flags.heartbeatInterval);
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
-  await checkJobModules(flags.jobs);
+  await checkJobModules(flags.jobs ?? []);
   // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
   const logger = createLogger('planrun', logLevel);
@@ -24,8 +26,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
     ...(amqp ? { amqp } : {}),
     workers: flags.workers,
     slots: flags.slots,
-    jobs: flags.jobs,
-    capabilities: flags.capabilities,
+    jobs: flags.jobs ?? [],
+    capabilities: flags.capabilities ?? [],
     ledgerConfig: {
       ...defaultLedgerConfig,
       leaseTtlMs: flags.leaseTtl,
