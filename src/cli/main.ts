@@ -2,7 +2,9 @@
 import { Command, CommanderError } from 'commander';
 import { LedgerError } from '../ledger/errors.js';
 import { version } from '../version.js';
+import { registerCancelCommand } from './commands/cancel.js';
 import { registerDemoCommand } from './commands/demo.js';
+import { registerFleetCommand } from './commands/fleet.js';
 import { registerJobsCommand } from './commands/jobs.js';
 import { registerKeysCommand } from './commands/keys.js';
 import { registerLedgerCommand } from './commands/ledger.js';
@@ -33,6 +35,8 @@ registerSubmitCommand(program);
 registerStatusCommand(program);
 registerWatchCommand(program);
 registerJobsCommand(program);
+registerCancelCommand(program);
+registerFleetCommand(program);
 registerKeysCommand(program);
 registerDemoCommand(program);
 
