@@ -578,7 +578,9 @@ export class Worker {
     if (!job || job.lease.attempt !== attempt || job.lostReason) return;
     job.lostReason = reason;
     this.events.emit({ type: 'lease_lost', jobId, attempt, reason });
-    this.options.logger.warn({ jobId, attempt, reason }, 'lease lost; stopping the job');
+    // A cancel is the tenant's wish, not a fault: said at info. Any other loss is worth a warning.
+    if (reason === 'cancelled') this.options.logger.info({ jobId, attempt }, 'job cancelled; stopping it');
+    else this.options.logger.warn({ jobId, attempt, reason }, 'lease lost; stopping the job');
     job.lease.abort.abort(new Error(`lease lost: ${reason}`));
   }
 

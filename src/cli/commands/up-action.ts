@@ -13,9 +13,11 @@ export async function runUp(flags: UpFlags): Promise<void> {
   checkLeaseTiming(flags.leaseTtl, flags.heartbeatInterval);
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
   await checkJobModules(flags.jobs ?? []);
-  // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
-  const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
-  const logger = createLogger('planrun', logLevel);
+  // up's console is for people: what happens, at info, in lines to read (PLANRUN_LOG_FORMAT=json for JSON);
+  // PLANRUN_LOG_LEVEL=warn for problems only.
+  const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
+  const logFormat = process.env.PLANRUN_LOG_FORMAT === 'json' ? 'json' : 'console';
+  const logger = createLogger('planrun-orchestrator', logLevel, logFormat);
   const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
@@ -40,6 +42,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     prefix: flags.prefix,
     logger,
     workerLogLevel: logLevel,
+    workerLogFormat: logFormat,
   });
   let stopping = false;
   const stop = async () => {
