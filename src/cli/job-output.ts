@@ -64,6 +64,7 @@ export function formatJob(job: JobView): string {
     ['tenant', job.tenant],
     ['state', `${stateLabel(job)}, ${attemptLabel(job)}`],
   ];
+  if (job.requires.length > 0) lines.push(['requires', job.requires.join(', ')]);
   if (job.state === 'running') {
     lines.push(['progress', `${progressBar(job.progress)} ${shownProgress(job)}${job.progressMessage ? `  ${job.progressMessage}` : ''}`]);
   }

@@ -120,6 +120,13 @@ describe('the client commands of the CLI, against the real API', () => {
     assert.match(run.stderr, new RegExp(`^${id} failed \\(unroutable\\), attempt 1/3$`, 'm'));
     assert.match(run.stderr, /^error: unroutable \(permanent\): .*nosuchtype/m);
     assert.doesNotMatch(run.stderr, /planrun watch/);
+
+    // What it asked for shows in status, to compare with `planrun fleet`.
+    const needsGpu = await planrun(['submit', 'probe', '--requires', 'gpu,ffmpeg', ...connection]);
+    assert.equal(needsGpu.code, 1, needsGpu.stderr);
+    assert.match(needsGpu.stderr, /^error: unroutable \(permanent\): .*"gpu"/m);
+    const status = await planrun(['status', needsGpu.stdout.trim(), ...connection]);
+    assert.match(status.stdout, /^requires +ffmpeg, gpu$/m);
   });
 
   it('submit --wait follows the job with progress and exits 0 once it finished, 1 once it failed, printing the result or the error', async () => {
@@ -197,7 +204,9 @@ describe('the client commands of the CLI, against the real API', () => {
     const queued = await client.submit('probe', JSON.parse(probe({ ms: 10 })));
     const [first, second] = running;
 
-    const [cancelQueued, cancelRunning] = await Promise.all([planrun(['cancel', queued.id, ...connection]), planrun(['cancel', first!.id, ...connection])]);
+    // The queued one first: a cancelled running job frees a slot the queued one would take.
+    const cancelQueued = await planrun(['cancel', queued.id, ...connection]);
+    const cancelRunning = await planrun(['cancel', first!.id, ...connection]);
     assert.equal(cancelQueued.code, 0, cancelQueued.stderr);
     assert.equal(cancelQueued.stdout, `${queued.id} failed (cancelled), attempt 1/3\n`);
     assert.equal(cancelRunning.code, 0, cancelRunning.stderr);
