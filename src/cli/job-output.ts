@@ -3,7 +3,7 @@
  * progress line on stderr (redrawn in place on a terminal, one line per change when
  * stderr is a file or a pipe).
  */
-import type { JobEvent, JobSummary, JobView } from '../client/types.js';
+import type { FleetWorker, JobEvent, JobSummary, JobView } from '../client/types.js';
 
 export function formatPercent(progress: number | null | undefined): string {
   if (progress === null || progress === undefined) return '';
@@ -16,11 +16,11 @@ export function progressBar(progress: number | null | undefined, width = 24): st
   return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
 }
 
-function stateLabel(job: Pick<JobSummary, 'state' | 'reason'>): string {
+export function stateLabel(job: Pick<JobSummary, 'state' | 'reason'>): string {
   return job.state === 'failed' && job.reason ? `failed (${job.reason})` : job.state;
 }
 
-function attemptLabel(job: Pick<JobSummary, 'attempt' | 'maxAttempts'>): string {
+export function attemptLabel(job: Pick<JobSummary, 'attempt' | 'maxAttempts'>): string {
   return `attempt ${job.attempt}/${job.maxAttempts}`;
 }
 
@@ -64,6 +64,7 @@ export function formatJob(job: JobView): string {
     ['tenant', job.tenant],
     ['state', `${stateLabel(job)}, ${attemptLabel(job)}`],
   ];
+  if (job.requires.length > 0) lines.push(['requires', job.requires.join(', ')]);
   if (job.state === 'running') {
     lines.push(['progress', `${progressBar(job.progress)} ${shownProgress(job)}${job.progressMessage ? `  ${job.progressMessage}` : ''}`]);
   }
@@ -109,6 +110,37 @@ export function formatJobTable(jobs: JobSummary[]): string {
       `${job.attempt}/${job.maxAttempts}`,
       shownProgress(job),
       shortTime(job.updatedAt),
+    ]),
+  );
+}
+
+/** `planrun submit` without --wait: the job as it stands right after the submission. */
+export function formatSubmitted(job: JobSummary): string {
+  const lines = [`${job.id} ${stateLabel(job)}, ${attemptLabel(job)}`];
+  if (job.error) lines.push(`error: ${job.error.code} (${job.error.class}): ${job.error.message}`);
+  return lines.join('\n');
+}
+
+/** How long ago, for a person: `4 s ago`, `3 min ago`. */
+function ago(iso: string, now: number): string {
+  const ms = now - Date.parse(iso);
+  if (!Number.isFinite(ms)) return iso;
+  if (ms < 1000) return 'just now';
+  if (ms < 120_000) return `${Math.floor(ms / 1000)} s ago`;
+  if (ms < 2 * 3_600_000) return `${Math.floor(ms / 60_000)} min ago`;
+  return `${Math.floor(ms / 3_600_000)} h ago`;
+}
+
+/** `planrun fleet`: one row per worker heard from lately. */
+export function formatFleetTable(workers: FleetWorker[], now = Date.now()): string {
+  return table(
+    ['WORKER', 'RUNNING', 'JOB TYPES', 'CAPABILITIES', 'LAST HEARTBEAT'],
+    workers.map((worker) => [
+      worker.id,
+      `${worker.running}/${worker.slots}`,
+      worker.jobTypes.join(',') || '-',
+      worker.capabilities.join(',') || '-',
+      ago(worker.lastHeartbeat, now),
     ]),
   );
 }

@@ -2,7 +2,9 @@
 import { Command, CommanderError } from 'commander';
 import { LedgerError } from '../ledger/errors.js';
 import { version } from '../version.js';
+import { registerCancelCommand } from './commands/cancel.js';
 import { registerDemoCommand } from './commands/demo.js';
+import { registerFleetCommand } from './commands/fleet.js';
 import { registerJobsCommand } from './commands/jobs.js';
 import { registerKeysCommand } from './commands/keys.js';
 import { registerLedgerCommand } from './commands/ledger.js';
@@ -12,6 +14,7 @@ import { registerSubmitCommand } from './commands/submit.js';
 import { registerWatchCommand } from './commands/watch.js';
 import { registerUpCommand } from './commands/up.js';
 import { registerWorkerCommand } from './commands/worker.js';
+import { ExitCode } from './exit-codes.js';
 import { UsageError } from './options.js';
 
 const program = new Command();
@@ -19,7 +22,11 @@ program
   .name('planrun')
   .description('Long jobs over an at-least-once queue, each with an exactly-once effect.')
   .version(version)
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Commander's own errors (an unknown option, a bad value, a missing argument) throw
+  // instead of exiting 1, so that every usage error exits 2 (below). Commands made after
+  // this line inherit it.
+  .exitOverride();
 registerUpCommand(program);
 registerOrchestratorCommand(program);
 registerWorkerCommand(program);
@@ -28,17 +35,20 @@ registerSubmitCommand(program);
 registerStatusCommand(program);
 registerWatchCommand(program);
 registerJobsCommand(program);
+registerCancelCommand(program);
+registerFleetCommand(program);
 registerKeysCommand(program);
 registerDemoCommand(program);
 
 try {
   await program.parseAsync();
 } catch (error) {
-  if (error instanceof CommanderError) process.exit(error.exitCode);
+  // Commander has printed its message (or the help, or the version) already.
+  if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage);
   // Errors a user can act on get one clear line, not a stack trace.
   if (error instanceof UsageError || error instanceof LedgerError || (error instanceof Error && ['BrokerError', 'KeyStoreError', 'ListenError'].includes(error.name))) {
     console.error(`planrun: ${error.message}`);
-    process.exit(2);
+    process.exit(ExitCode.usage);
   }
   throw error;
 }

@@ -1,5 +1,5 @@
 /**
- * The client commands of the built CLI (`submit`, `status`, `watch`, `jobs`), run as
+ * The client commands of the built CLI (`submit`, `status`, `watch`, `jobs`, `cancel`, `fleet`), run as
  * child processes against the real API (orchestrator, SQLite ledger, a `probe` worker,
  * embedded broker) listening on a real socket.
  */
@@ -14,6 +14,8 @@ import { Command } from 'commander';
 import { startApi, type ApiFixture } from '../api/fixture.js';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { apiKey, apiUrl, talkingToApi } from '../cli/client-options.js';
+import { registerCancelCommand } from '../cli/commands/cancel.js';
+import { registerFleetCommand } from '../cli/commands/fleet.js';
 import { registerJobsCommand } from '../cli/commands/jobs.js';
 import { registerStatusCommand } from '../cli/commands/status.js';
 import { registerSubmitCommand } from '../cli/commands/submit.js';
@@ -88,16 +90,43 @@ describe('the client commands of the CLI, against the real API', () => {
     emptyDir.remove();
   });
 
-  it('submit prints the job id; the same idempotency key prints the same one', async () => {
-    const args = ['submit', 'probe', '--input', probe({ ms: 10 }), '--max-attempts', '2', '--idempotency-key', `cli-${Date.now()}`, ...connection];
-    const [first, second] = await Promise.all([planrun(args), planrun(args)]);
+  it('submit prints the job id alone on stdout and its state on stderr; the same idempotency key prints the same one, saying so', async () => {
+    const key = `cli-${Date.now()}`;
+    const args = ['submit', 'probe', '--input', probe({ ms: 10 }), '--max-attempts', '2', '--idempotency-key', key, ...connection];
+    const first = await planrun(args);
     assert.equal(first.code, 0, first.stderr);
     const id = first.stdout.trim();
     assert.match(id, /^\S+$/);
-    assert.equal(second.stdout.trim(), id);
+    assert.equal(first.stdout, `${id}\n`, 'stdout is the id alone');
+    assert.match(first.stderr, new RegExp(`^${id} (queued|running|finished), attempt 1/2$`, 'm'));
+    assert.doesNotMatch(first.stderr, /used before/);
     const job = await client.get(id);
     assert.equal(job.maxAttempts, 2);
     assert.equal(job.type, 'probe');
+
+    const [second, otherType] = await Promise.all([planrun(args), planrun(['submit', 'sleep', '--idempotency-key', key, ...connection])]);
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(second.stdout, `${id}\n`);
+    assert.match(second.stderr, new RegExp(`^planrun: idempotency key "${key}" was used before: this is the job it named \\(a probe job, submitted \\S+\\), unchanged; nothing new was submitted$`, 'm'));
+    assert.equal(otherType.stdout, `${id}\n`);
+    assert.match(otherType.stderr, /this is the job it named \(a probe job, not sleep, submitted /);
+  });
+
+  it('submit of a job that fails at once (no worker offers its type) prints its state and error, exit 1', async () => {
+    const run = await planrun(['submit', 'nosuchtype', ...connection]);
+    assert.equal(run.code, 1, run.stderr);
+    const id = run.stdout.trim();
+    assert.equal(run.stdout, `${id}\n`);
+    assert.match(run.stderr, new RegExp(`^${id} failed \\(unroutable\\), attempt 1/3$`, 'm'));
+    assert.match(run.stderr, /^error: unroutable \(permanent\): .*nosuchtype/m);
+    assert.doesNotMatch(run.stderr, /planrun watch/);
+
+    // What it asked for shows in status, to compare with `planrun fleet`.
+    const needsGpu = await planrun(['submit', 'probe', '--requires', 'gpu,ffmpeg', ...connection]);
+    assert.equal(needsGpu.code, 1, needsGpu.stderr);
+    assert.match(needsGpu.stderr, /^error: unroutable \(permanent\): .*"gpu"/m);
+    const status = await planrun(['status', needsGpu.stdout.trim(), ...connection]);
+    assert.match(status.stdout, /^requires +ffmpeg, gpu$/m);
   });
 
   it('submit --wait follows the job with progress and exits 0 once it finished, 1 once it failed, printing the result or the error', async () => {
@@ -166,6 +195,56 @@ describe('the client commands of the CLI, against the real API', () => {
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stdout, new RegExp(`^${ended.id} finished, attempt 1/3`));
     assert.equal(lines(again.stderr).length, 1);
+  });
+
+  it('cancel: a queued job fails as cancelled at once, a running one at its next heartbeat; an ended one says so', async () => {
+    // Four long jobs fill the worker's four slots; the fifth waits in the queue.
+    const running = await Promise.all([1, 2, 3, 4].map(() => client.submit('probe', JSON.parse(probe({ ms: 60_000, steps: 600 })))));
+    await waitFor('four jobs running', async () => (await Promise.all(running.map((job) => client.get(job.id)))).every((job) => job.state === 'running'), 15_000);
+    const queued = await client.submit('probe', JSON.parse(probe({ ms: 10 })));
+    const [first, second] = running;
+
+    // The queued one first: a cancelled running job frees a slot the queued one would take.
+    const cancelQueued = await planrun(['cancel', queued.id, ...connection]);
+    const cancelRunning = await planrun(['cancel', first!.id, ...connection]);
+    assert.equal(cancelQueued.code, 0, cancelQueued.stderr);
+    assert.equal(cancelQueued.stdout, `${queued.id} failed (cancelled), attempt 1/3\n`);
+    assert.equal(cancelRunning.code, 0, cancelRunning.stderr);
+    assert.equal(
+      cancelRunning.stdout,
+      `${first!.id} running, attempt 1/3: cancel requested; its worker stops it at its next heartbeat (follow it with: planrun watch ${first!.id})\n`,
+    );
+    assert.equal((await client.wait(first!.id)).reason, 'cancelled');
+
+    // Cancelled already: said, exit 0. Finished: nothing to cancel, exit 1. Unknown: exit 2.
+    const finished = await client.submit('probe', JSON.parse(probe({ ms: 10 })));
+    await Promise.all(running.slice(1).map((job) => client.cancel(job.id)));
+    await client.wait(finished.id);
+    const [again, tooLate, unknown] = await Promise.all([
+      planrun(['cancel', queued.id, ...connection]),
+      planrun(['cancel', finished.id, ...connection]),
+      planrun(['cancel', 'no-such-job', ...connection]),
+    ]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout, `${queued.id} failed (cancelled), attempt 1/3: it was cancelled already\n`);
+    assert.equal(tooLate.code, 1);
+    assert.equal(tooLate.stdout, `${finished.id} finished, attempt 1/3\n`);
+    assert.equal(tooLate.stderr, `planrun: job ${finished.id} had already ended (finished); nothing to cancel\n`);
+    assert.equal(unknown.code, 2);
+    assert.equal(unknown.stderr, 'planrun: no job no-such-job (not_found, HTTP 404)\n');
+    await Promise.all([second, ...running.slice(2)].map((job) => client.wait(job!.id)));
+  });
+
+  it('fleet prints the workers as a table; --json as the API returns it', async () => {
+    const [table, json] = await Promise.all([planrun(['fleet', ...connection]), planrun(['fleet', '--json', ...connection])]);
+    assert.equal(table.code, 0, table.stderr);
+    const [header, ...rows] = lines(table.stdout);
+    assert.match(header!, /^WORKER +RUNNING +JOB TYPES +CAPABILITIES +LAST HEARTBEAT$/);
+    const { workers } = await client.fleet();
+    assert.equal(rows.length, workers.length);
+    assert.match(rows[0]!, new RegExp(`^${workers[0]!.id} +\\d/4 +\\S*probe\\S* +\\S+ +(just now|\\d+ s ago)$`));
+    assert.equal(json.code, 0, json.stderr);
+    assert.deepEqual((JSON.parse(json.stdout) as { workers: Array<{ id: string }> }).workers.map((w) => w.id), workers.map((w) => w.id));
   });
 
   it('says how to get a key, names an unreachable URL, and refuses --input that is not JSON, each in one line, exit 2', async () => {
@@ -290,22 +369,31 @@ describe('the client commands’ options, in process', () => {
     assert.ok(writes.every((w) => w.length <= 100 + 5), 'no draw is wider than the terminal');
   });
 
-  it('every client command has --help', () => {
+  it('fleet with no worker says what that means for queued jobs', async () => {
+    const run = await planrun(['fleet', '--url', api.url, '--key', api.acmeKey]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, 'no workers: none has sent a heartbeat lately, so queued jobs wait (start one with planrun worker, or planrun up)\n');
+  });
+
+  it('every client command has --help, and says the saved URL wins over the default', () => {
     const program = new Command('planrun');
     registerSubmitCommand(program);
     registerStatusCommand(program);
     registerWatchCommand(program);
     registerJobsCommand(program);
+    registerCancelCommand(program);
+    registerFleetCommand(program);
     for (const command of program.commands) {
       const help = command.helpInformation();
       assert.match(help, new RegExp(`^Usage: planrun ${command.name()} `));
       assert.match(help, /--url <url>/);
       assert.match(help, /--key <key>/);
       assert.match(help, /--data-dir <dir>/);
+      assert.match(help.replace(/\s+/g, ' '), /default: the URL planrun up saved in <data-dir>\/local-url, else http:\/\/127\.0\.0\.1:7700/);
     }
     assert.deepEqual(
       program.commands.map((c) => c.name()),
-      ['submit', 'status', 'watch', 'jobs'],
+      ['submit', 'status', 'watch', 'jobs', 'cancel', 'fleet'],
     );
   });
 });

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
+import type { LogFormat } from '../core/logger.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import { Topology } from '../topology.js';
 import { EmbeddedBrokerService } from './embedded-broker-service.js';
@@ -39,8 +40,10 @@ export interface LocalStackOptions {
   stopGraceMs: number;
   prefix: string;
   logger: Logger;
-  /** Log level of the worker processes (their JSON logs go to this process's stderr). */
+  /** Log level of the worker processes (their logs go to this process's stderr). */
   workerLogLevel: string;
+  /** How the worker processes write their logs (default: JSON). */
+  workerLogFormat?: LogFormat;
 }
 
 /**
@@ -116,7 +119,7 @@ export class LocalStack {
           ...options.jobs.flatMap((module) => ['--jobs', resolve(module)]),
           ...(options.capabilities.length > 0 ? ['--capabilities', options.capabilities.join(',')] : []),
         ],
-        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel, PLANRUN_FLEET_KEY: fleetKey },
+        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel, PLANRUN_LOG_FORMAT: options.workerLogFormat ?? 'json', PLANRUN_FLEET_KEY: fleetKey },
       });
     }
     const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${embedded!.socketPath})`;

@@ -75,6 +75,10 @@ for (const { broker, ledger } of setups) {
         return ((await fleet.json()) as { workers: unknown[] }).workers.length === 2;
       }, 20_000);
 
+      // The console is for people: normal events at info, one readable line each, no JSON.
+      await waitFor('both workers to say they are ready', () => (output.match(/^\d\d:\d\d:\d\d {2}INFO {3}worker \d+ {2}worker ready {2}worker=\S+$/gm) ?? []).length === 2, 20_000);
+      assert.doesNotMatch(output, /^\{/m);
+
       const submitted = cli(dir.path, up.url, 'submit', 'transcode', '--input', '{"durationSeconds":1}', '--wait');
       assert.equal(submitted.status, 0, submitted.stderr + submitted.stdout);
       assert.match(submitted.stdout, /finished/);

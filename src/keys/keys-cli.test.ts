@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -63,9 +64,31 @@ describe('planrun keys', () => {
       assert.equal(dotted.code, 2);
       assert.match(dotted.stderr, /^planrun: tenant name "acme.eu" must start with a letter/);
       assert.equal(dotted.stdout, '');
+      assert.deepEqual(readdirSync(dir.path), [], 'a refused tenant makes no key store');
       const missing = await run('keys', 'create', '--data-dir', dir.path);
-      assert.notEqual(missing.code, 0);
+      assert.equal(missing.code, 2);
       assert.match(missing.stderr, /required option '--tenant <name>' not specified/);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('list and revoke refuse a folder with no planrun data, and create nothing; create says it makes a new key store', async () => {
+    const dir = tempDir('planrun-keys-cli-');
+    try {
+      for (const args of [['keys', 'list'], ['keys', 'revoke', 'abc']]) {
+        const refused = await run(...args, '--data-dir', dir.path);
+        assert.equal(refused.code, 2, args.join(' '));
+        assert.equal(refused.stderr, `planrun: no planrun data in ${dir.path} (use --data-dir)\n`);
+        assert.equal(refused.stdout, '');
+      }
+      assert.deepEqual(readdirSync(dir.path), []);
+      const created = await run('keys', 'create', '--tenant', 'acme', '--data-dir', dir.path);
+      assert.equal(created.code, 0, created.stderr);
+      assert.match(created.stderr, new RegExp(`^made a new key store in ${dir.path}: an orchestrator with --data-dir ${dir.path} accepts this key$`, 'm'));
+      const again = await run('keys', 'create', '--tenant', 'acme', '--data-dir', dir.path);
+      assert.doesNotMatch(again.stderr, /new key store/);
+      assert.equal((await run('keys', 'list', '--data-dir', dir.path)).code, 0);
     } finally {
       dir.remove();
     }

@@ -96,7 +96,9 @@ export class Attempt {
     const { lease, context } = this;
     this.lost = reason;
     context.events.emit({ type: 'lease_lost', jobId: lease.jobId, attempt: lease.attempt, reason });
-    context.logger.warn({ jobId: lease.jobId, attempt: lease.attempt, reason }, 'lease lost; stopping the job');
+    // A cancel is the tenant's wish, not a fault: said at info. Any other loss is worth a warning.
+    if (reason === 'cancelled') context.logger.info({ jobId: lease.jobId, attempt: lease.attempt }, 'job cancelled; stopping it');
+    else context.logger.warn({ jobId: lease.jobId, attempt: lease.attempt, reason }, 'lease lost; stopping the job');
     lease.abort.abort(new Error(`lease lost: ${reason}`));
   }
 

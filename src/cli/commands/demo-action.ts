@@ -12,6 +12,7 @@ import type { DemoFlags } from './demo.js';
 export async function demo(flags: DemoFlags): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'planrun-demo-'));
   const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
+  const prefix = flags.prefix ?? `planrun-demo-${process.pid}`;
   const logger = createLogger('planrun-demo', process.env.PLANRUN_LOG_LEVEL ?? 'error');
   const stack = await LocalStack.start({
     dataDir,
@@ -27,11 +28,11 @@ export async function demo(flags: DemoFlags): Promise<void> {
     sweepIntervalMs: 250,
     heartbeatIntervalMs: 1000,
     stopGraceMs: 30_000,
-    prefix: `planrun-demo-${process.pid}`,
+    prefix,
     logger,
     workerLogLevel: process.env.PLANRUN_LOG_LEVEL ?? 'error',
   });
-  console.log(`planrun demo: API ${stack.url}, broker ${stack.brokerDescription}, data in ${dataDir}`);
+  console.log(`planrun demo: API ${stack.url}, broker ${stack.brokerDescription} (prefix ${prefix}), data in ${dataDir}`);
   const board = new ProgressBoard();
   try {
     const outcome = await runDemo(stack, {
@@ -63,7 +64,7 @@ export async function demo(flags: DemoFlags): Promise<void> {
     }
   } finally {
     await stack.stop();
-    if (!flags.keep) rmSync(dataDir, { recursive: true, force: true });
+    if (flags.keep !== true) rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

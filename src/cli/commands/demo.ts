@@ -7,6 +7,7 @@ export interface DemoFlags {
   broken: number;
   clipSeconds: number;
   keep: boolean;
+  prefix?: string;
 }
 
 export function registerDemoCommand(program: Command): void {
@@ -17,6 +18,7 @@ export function registerDemoCommand(program: Command): void {
     .option('--jobs <n>', 'transcodes that should finish', positiveIntOption, 4)
     .option('--broken <n>', 'transcodes with a filter FFmpeg refuses (they fail once, permanently)', positiveIntOption, 2)
     .option('--clip-seconds <n>', 'length of each generated clip (rendered in real time)', positiveIntOption, 6)
-    .option('--keep', 'keep the demo data dir (ledger, outputs) afterwards', false)
+    .option('--keep', 'keep the demo data dir (ledger, outputs) afterwards')
+    .option('--prefix <name>', 'prefix of every queue and exchange name (default: planrun-demo-<pid>, apart from any other planrun on the broker)')
     .action(async (flags: DemoFlags) => (await import('./demo-action.js')).demo(flags));
 }

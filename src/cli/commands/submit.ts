@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import type { Client } from '../../client/client.js';
+import type { SubmittedJob } from '../../client/types.js';
+import { ExitCode } from '../exit-codes.js';
 import { clientFor, clientOptions, talkingToApi, type ClientFlags } from '../client-options.js';
-import { formatFinal, ProgressDisplay } from '../job-output.js';
+import { formatFinal, formatSubmitted, ProgressDisplay } from '../job-output.js';
 import { listOption, positiveIntOption, UsageError } from '../options.js';
 
 interface SubmitFlags extends ClientFlags {
@@ -16,7 +18,10 @@ export function registerSubmitCommand(program: Command): void {
   clientOptions(
     program
       .command('submit')
-      .description('submit a job and print its id; with --wait, follow it to the end (exit 0 if it finished, 1 if it failed)')
+      .description(
+        'submit a job and print its id (alone on stdout; its state on stderr; exit 1 if it failed at once); ' +
+          'with --wait, follow it to the end (exit 0 if it finished, 1 if it failed)',
+      )
       .argument('<type>', 'the job type, e.g. transcode')
       .option('--input <json>', 'the job input, as JSON', '{}')
       .option('--idempotency-key <key>', 'the same key always answers with the same job')
@@ -32,8 +37,22 @@ async function submit(type: string, flags: SubmitFlags): Promise<void> {
   const job = await talkingToApi(flags, () =>
     client.submit(type, input, { idempotencyKey: flags.idempotencyKey, requires: flags.requires, maxAttempts: flags.maxAttempts }),
   );
+  // stdout is the id alone, so `ID=$(planrun submit ...)` works; what a person wants to know goes to stderr.
   console.log(job.id);
-  if (flags.wait) await follow(client, job.id, flags);
+  if (!job.created) console.error(`planrun: ${reusedKeyNote(job, type)}`);
+  if (flags.wait) return follow(client, job.id, flags);
+  console.error(formatSubmitted(job));
+  if (job.state === 'failed') process.exitCode = ExitCode.failed;
+  else if (job.state !== 'finished') console.error(`follow it with: planrun watch ${job.id}`);
+}
+
+/** A reused idempotency key answers with the job it named before, whatever was asked this time. */
+function reusedKeyNote(job: SubmittedJob, type: string): string {
+  const other = job.type === type ? `a ${job.type} job` : `a ${job.type} job, not ${type}`;
+  return (
+    `idempotency key ${JSON.stringify(job.idempotencyKey)} was used before: this is the job it named (${other}, submitted ${job.createdAt}), ` +
+    'unchanged; nothing new was submitted'
+  );
 }
 
 /**
@@ -45,14 +64,14 @@ export async function follow(client: Client, id: string, flags: ClientFlags): Pr
   // ^C leaves the terminal on a fresh line; the job itself goes on (cancel it with the API).
   const interrupted = () => {
     display.finish();
-    process.exit(130);
+    process.exit(ExitCode.interrupted);
   };
   process.once('SIGINT', interrupted);
   try {
     const job = await talkingToApi(flags, () => client.wait(id, { onEvent: (event) => display.update(event) }));
     display.finish();
     console.log(formatFinal(job));
-    process.exitCode = job.state === 'finished' ? 0 : 1;
+    process.exitCode = job.state === 'finished' ? ExitCode.ok : ExitCode.failed;
   } catch (error) {
     display.finish();
     throw error;

@@ -5,15 +5,19 @@ import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
 import { checkJobModules } from '../job-modules.js';
-import { ledgerChoice, metricsListener } from '../options.js';
+import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
+  // Both halves run here, so the rule between them is checked before anything starts.
+  checkLeaseTiming(flags.leaseTtl, flags.heartbeatInterval);
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
-  await checkJobModules(flags.jobs);
-  // A terminal session wants the banner, not every log line; PLANRUN_LOG_LEVEL overrides.
-  const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'warn';
-  const logger = createLogger('planrun', logLevel);
+  await checkJobModules(flags.jobs ?? []);
+  // up's console is for people: what happens, at info, in lines to read (PLANRUN_LOG_FORMAT=json for JSON);
+  // PLANRUN_LOG_LEVEL=warn for problems only.
+  const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
+  const logFormat = process.env.PLANRUN_LOG_FORMAT === 'json' ? 'json' : 'console';
+  const logger = createLogger('planrun-orchestrator', logLevel, logFormat);
   const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
@@ -24,8 +28,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
     ...(amqp ? { amqp } : {}),
     workers: flags.workers,
     slots: flags.slots,
-    jobs: flags.jobs,
-    capabilities: flags.capabilities,
+    jobs: flags.jobs ?? [],
+    capabilities: flags.capabilities ?? [],
     ledgerConfig: {
       ...defaultLedgerConfig,
       leaseTtlMs: flags.leaseTtl,
@@ -38,6 +42,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     prefix: flags.prefix,
     logger,
     workerLogLevel: logLevel,
+    workerLogFormat: logFormat,
   });
   let stopping = false;
   const stop = async () => {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
-import { collect, durationOption, listOption, positiveIntOption } from '../options.js';
+import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
 
 export interface UpFlags {
   amqp?: string;
@@ -12,8 +12,8 @@ export interface UpFlags {
   metricsPort?: number;
   workers: number;
   slots: number;
-  jobs: string[];
-  capabilities: string[];
+  jobs?: string[];
+  capabilities?: string[];
   leaseTtl: number;
   heartbeatInterval: number;
   maxAttempts: number;
@@ -36,14 +36,14 @@ export function registerUpCommand(program: Command): void {
     .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1')
     .option('--workers <n>', 'local worker processes', positiveIntOption, 2)
     .option('--slots <n>', 'jobs each worker runs at once', positiveIntOption, 2)
-    .option('--jobs <module>', 'a job-types module the workers load as well as the built-in types (repeatable)', collect, [])
-    .option('--capabilities <list>', 'comma-separated capabilities of the local workers (ffmpeg is detected)', listOption, [])
-    .option('--lease-ttl <duration>', 'how long a lease lasts without a heartbeat', durationOption, defaultLedgerConfig.leaseTtlMs)
-    .option('--heartbeat-interval <duration>', 'how often workers renew their leases', durationOption, 30_000)
+    .option('--jobs <module>', 'a job-types module the workers load as well as the built-in types (repeatable)', collect)
+    .option('--capabilities <list>', 'comma-separated capabilities of the local workers (ffmpeg is detected)', listOption)
+    .addOption(durationFlag('--lease-ttl <duration>', 'how long a lease lasts without a heartbeat', defaultLedgerConfig.leaseTtlMs))
+    .addOption(durationFlag('--heartbeat-interval <duration>', 'how often workers renew their leases', 30_000))
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
-    .option('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', durationOption, defaultLedgerConfig.backoffBaseMs)
-    .option('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', durationOption, 1_000)
-    .option('--stop-grace <duration>', 'on Ctrl-C, how long running jobs may take to finish before they are handed back (a second Ctrl-C: at once)', durationOption, 30_000)
+    .addOption(durationFlag('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', defaultLedgerConfig.backoffBaseMs))
+    .addOption(durationFlag('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', 1_000))
+    .addOption(durationFlag('--stop-grace <duration>', 'on Ctrl-C, how long running jobs may take to finish before they are handed back (a second Ctrl-C: at once)', 30_000))
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
     .action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }

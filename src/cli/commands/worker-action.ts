@@ -15,7 +15,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
   const fleetKey = process.env.PLANRUN_FLEET_KEY || undefined;
   delete process.env.PLANRUN_FLEET_KEY;
   // Before anything starts: a module that cannot load is a usage error, not a crash loop.
-  const { modules: jobModules, registry } = await checkJobModules(flags.jobs);
+  const { modules: jobModules, registry } = await checkJobModules(flags.jobs ?? []);
   const logger = createLogger('planrun-worker');
   mkdirSync(flags.scratchDir, { recursive: true });
   const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
@@ -30,7 +30,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     runner,
     jobTypes: [...registry.values()],
     slots: flags.slots,
-    capabilities: detectCapabilities(flags.capabilities),
+    capabilities: detectCapabilities(flags.capabilities ?? []),
     scratchRoot: flags.scratchDir,
     outputStore: new DirectoryOutputStore(flags.outputDir),
     logger,

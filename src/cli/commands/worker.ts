@@ -2,20 +2,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { bytesOption, collect, durationOption, listOption, positiveIntOption } from '../options.js';
+import { ExitCode } from '../exit-codes.js';
+import { collect, durationFlag, listOption, positiveIntOption, sizeFlag } from '../options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
 export const builtInJobTypesModule = fileURLToPath(new URL('../../job-types/index.js', import.meta.url));
 
 /** Exit code of a worker stopped by a Fatal error: its supervisor should start a fresh one. */
-export const fatalExitCode = 70;
+export const fatalExitCode = ExitCode.workerFatal;
 
 export interface WorkerFlags {
   amqp?: string;
   brokerSocket?: string;
-  jobs: string[];
+  jobs?: string[];
   slots: number;
-  capabilities: string[];
+  capabilities?: string[];
   scratchDir: string;
   outputDir: string;
   heartbeatInterval: number;
@@ -32,16 +33,16 @@ export function registerWorkerCommand(program: Command): void {
     .description('run a worker: take work messages, lease each job, run it in a child process, store its outputs, settle it')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
     .option('--broker-socket <path>', 'the embedded broker of a running `planrun up` or `planrun orchestrator --broker-socket` (or PLANRUN_BROKER_SOCKET)')
-    .option('--jobs <module>', 'a job-types module to load as well as the built-in types (repeatable)', collect, [])
+    .option('--jobs <module>', 'a job-types module to load as well as the built-in types (repeatable)', collect)
     .option('--slots <n>', 'jobs run at once', positiveIntOption, 2)
-    .option('--capabilities <list>', 'comma-separated capabilities this worker offers (e.g. ffmpeg,gpu)', listOption, [])
+    .option('--capabilities <list>', 'comma-separated capabilities this worker offers (e.g. ffmpeg,gpu)', listOption)
     .option('--scratch-dir <dir>', 'where each job gets its scratch folder', join(tmpdir(), 'planrun-scratch'))
     .option('--output-dir <dir>', 'the output store: where settled outputs are copied', './.planrun/outputs')
-    .option('--heartbeat-interval <duration>', 'how often all leases are renewed', durationOption, 30_000)
-    .option('--control-timeout <duration>', 'how long a control request waits for the orchestrator', durationOption, 5_000)
-    .option('--stop-grace <duration>', 'on SIGTERM, how long running jobs may take to finish', durationOption, 30_000)
-    .option('--abort-grace <duration>', 'how long an aborted job may take to stop before it is killed', durationOption, 10_000)
-    .option('--output-reserve <size>', 'disk reserved per job whose type declares no reserve', bytesOption, 64 * 1024 * 1024)
+    .addOption(durationFlag('--heartbeat-interval <duration>', 'how often all leases are renewed', 30_000))
+    .addOption(durationFlag('--control-timeout <duration>', 'how long a control request waits for the orchestrator', 5_000))
+    .addOption(durationFlag('--stop-grace <duration>', 'on SIGTERM, how long running jobs may take to finish', 30_000))
+    .addOption(durationFlag('--abort-grace <duration>', 'how long an aborted job may take to stop before it is killed', 10_000))
+    .addOption(sizeFlag('--output-reserve <size>', 'disk reserved per job whose type declares no reserve', 64 * 1024 * 1024))
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
     .action(async (flags: WorkerFlags) => (await import('./worker-action.js')).runWorker(flags));
 }
