@@ -10,6 +10,7 @@
  * prefix of an actor's events: "at most one", "never after", "if recorded, equal".
  */
 import type { AttemptRecord, Job, ResultMessage } from '../ledger/ledger.js';
+import { fatalExitCode } from '../worker/exit-codes.js';
 import type { WorkerEvent } from '../worker/worker-events.js';
 import { forgedResultMark, type HistoryEvent, type HistoryEventOf, type RunConfig } from './history.js';
 import type { ChaosInput } from './job-input.js';
@@ -882,11 +883,11 @@ function fatalStops(ctx: Context): InvariantResult {
     checked++;
     const exit = ctx.history.find((x): x is HistoryEventOf<'proc_exit'> => x.kind === 'proc_exit' && x.child === e.pid && x.t >= e.t);
     if (!exit) violations.push({ message: `worker pid ${e.pid} hit a Fatal error and never exited`, events: [e] });
-    else if (exit.cause !== 'nemesis' && exit.cause !== 'shutdown' && exit.code !== 70) {
-      violations.push({ message: `worker pid ${e.pid} hit a Fatal error and exited with code ${exit.code} signal ${exit.signal}, not 70`, events: [e, exit] });
+    else if (exit.cause !== 'nemesis' && exit.cause !== 'shutdown' && exit.code !== fatalExitCode) {
+      violations.push({ message: `worker pid ${e.pid} hit a Fatal error and exited with code ${exit.code} signal ${exit.signal}, not ${fatalExitCode}`, events: [e, exit] });
     }
   }
-  return result('fatal-stops-worker', 'G5', 'a Fatal error stops its worker, which exits 70 to be restarted clean', checked, violations);
+  return result('fatal-stops-worker', 'G5', `a Fatal error stops its worker, which exits ${fatalExitCode} to be restarted clean`, checked, violations);
 }
 
 // ---------------------------------------------------------------- G4, G6
@@ -1051,7 +1052,7 @@ function processHealth(ctx: Context): InvariantResult {
   for (const e of ctx.procEvents) {
     if (e.kind !== 'proc_exit') continue;
     checked++;
-    if (e.cause === 'unexpected' && !(e.role === 'worker' && e.code === 70)) {
+    if (e.cause === 'unexpected' && !(e.role === 'worker' && e.code === fatalExitCode)) {
       violations.push({ message: `${e.name} (pid ${e.child}) died on its own: code ${e.code}, signal ${e.signal}${e.tail ? `\n${e.tail}` : ''}`, events: [e] });
     }
     if (e.cause === 'shutdown' && e.code !== 0) {

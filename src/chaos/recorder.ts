@@ -1,6 +1,7 @@
 /**
- * What `planrun orchestrator` and `planrun worker` record for a chaos run, and only when
- * PLANRUN_CHAOS_HISTORY names a folder (the chaos runner sets it; nobody else should):
+ * What `planrun orchestrator` and `planrun worker` record for a chaos run: the chaos runner
+ * names this module in PLANRUN_INSTRUMENT (planrun's instrument hook, src/cli/instrument.ts)
+ * and the folder in PLANRUN_CHAOS_HISTORY; nobody else should.
  *
  * - the orchestrator: every control request it answered, with the answer (lease granted
  *   or refused, heartbeat renewals and losses, fence, progress, settle accepted or
@@ -23,37 +24,41 @@ import type {
   ServeOptions,
   Subscription,
 } from '../broker/broker.js';
+import type { InstrumentedRole, WatchedWorker } from '../cli/instrument.js';
 import { tenantHeader } from '../topology.js';
-import type { WorkerEvent } from '../worker/worker-events.js';
 import { actorEnv, HistoryWriter, historyDirEnv } from './history.js';
 
-export interface ChaosRecorder {
-  /** The broker to use instead of `broker`: the same, recorded. */
-  wrapBroker(broker: Broker): Broker;
-  /** Records a worker's events from now on. */
-  watchWorker(worker: { id: string; onEvent(listener: (event: WorkerEvent) => void): () => void }): void;
-}
+/** This process's history file: opened by the first hook called, with the role it names. */
+let writer: HistoryWriter | undefined;
 
-/** A recorder when the chaos runner asked for one (PLANRUN_CHAOS_HISTORY), else undefined. */
-export function recorderFromEnv(role: 'orchestrator' | 'worker'): ChaosRecorder | undefined {
+function writerFor(role: InstrumentedRole): HistoryWriter | undefined {
+  if (writer) return writer;
   const dir = process.env[historyDirEnv];
   if (!dir) return undefined;
-  const writer = new HistoryWriter(dir, process.env[actorEnv] ?? role);
+  writer = new HistoryWriter(dir, process.env[actorEnv] ?? role);
   writer.record({ kind: 'actor_start', role });
-  return {
-    wrapBroker: (broker) => new RecordingBroker(broker, writer, role),
-    watchWorker: (worker) => {
-      writer.record({ kind: 'actor_start', role, worker: worker.id });
-      worker.onEvent((ev) => writer.record({ kind: 'worker_event', worker: worker.id, ev }));
-    },
-  };
+  return writer;
+}
+
+/** The instrument hook: the broker to use instead of `broker`, the same one, recorded. */
+export function wrapBroker(broker: Broker, role: InstrumentedRole): Broker {
+  const history = writerFor(role);
+  return history ? new RecordingBroker(broker, history, role) : broker;
+}
+
+/** The instrument hook: records a worker's events from now on. */
+export function watchWorker(worker: WatchedWorker): void {
+  const history = writerFor('worker');
+  if (!history) return;
+  history.record({ kind: 'actor_start', role: 'worker', worker: worker.id });
+  worker.onEvent((ev) => history.record({ kind: 'worker_event', worker: worker.id, ev }));
 }
 
 class RecordingBroker implements Broker {
   constructor(
     private readonly inner: Broker,
     private readonly writer: HistoryWriter,
-    private readonly role: 'orchestrator' | 'worker',
+    private readonly role: InstrumentedRole,
   ) {
     inner.onEvent((event) => this.writer.record(describeBrokerEvent(event)));
   }

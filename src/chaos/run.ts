@@ -23,10 +23,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import type { Broker } from '../broker/broker.js';
 import { SocketBroker } from '../broker/embedded-socket-client.js';
 import { EmbeddedBrokerStore } from '../broker/embedded-store.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
+import { instrumentEnv } from '../cli/instrument.js';
 import { defaultLedgerConfig, type Job } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
 import { FaultProxy } from '../testing/fault-proxy.js';
@@ -44,6 +46,9 @@ import { Submitter } from './submitter.js';
 import { Supervised } from './supervisor.js';
 
 export type ChaosBroker = 'rabbitmq' | 'embedded';
+
+/** The instrument (PLANRUN_INSTRUMENT) every planrun process of a run loads: it records their part of the history. */
+const recorderModule = fileURLToPath(new URL('./recorder.js', import.meta.url));
 
 export interface ChaosOptions {
   seed: string;
@@ -216,6 +221,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const fleetKey = randomBytes(24).toString('base64url');
     const env = (actor: string): NodeJS.ProcessEnv => ({
       ...process.env,
+      [instrumentEnv]: recorderModule,
       [historyDirEnv]: dirs.history,
       [actorEnv]: actor,
       PLANRUN_LOG_LEVEL: 'info',

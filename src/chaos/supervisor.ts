@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fatalExitCode } from '../cli/commands/worker.js';
+import { fatalExitCode } from '../worker/exit-codes.js';
 import type { HistoryWriter } from './history.js';
 
 export interface ProcessSpec {

@@ -11,7 +11,7 @@ import { isAlive } from '../testing/processes.js';
 import { rabbitMqUrl } from '../testing/services.js';
 import { waitFor } from '../testing/wait.js';
 import { startWorkerProcess, type WorkerProcess } from '../testing/worker-process.js';
-import { fatalExitCode } from '../cli/commands/worker.js';
+import { fatalExitCode } from './exit-codes.js';
 
 describe('planrun worker as a process, on RabbitMQ', () => {
   let broker: Broker;
