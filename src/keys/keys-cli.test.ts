@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { tempDir } from '../testing/temp-dir.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import { KeyStore } from './key-store.js';
 
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
