@@ -22,7 +22,7 @@
  * Reproducing a failure: fast-check prints the seed and the counterexample path, and this
  * suite appends the command to replay it, e.g.
  *
- *   PLANRUN_PROPERTY_SEED=-1234567 PLANRUN_PROPERTY_PATH="12:3:0" node --test .build/ledgertest/ledger/
+ *   PLANRUN_PROPERTY_SEED=-1234567 PLANRUN_PROPERTY_PATH="12:3:0" node --test .build/src/ledger/sqlite/sqlite-ledger.test.js
  *
  * Without PLANRUN_PROPERTY_SEED the suite runs a fixed seed, so it is deterministic;
  * PLANRUN_PROPERTY_SEED=random draws a fresh one (printed on failure) and

@@ -224,6 +224,6 @@ How each figure is taken:
   The ceiling is the machine's cores divided by that sum: what (3) could reach if
   everything between these parts cost nothing.
 
-Rerun: \`npm run build && npm run bench\` (full, several minutes) or \`npm run bench -- --quick\`.
+Rerun: \`npm run bench\` (full, several minutes) or \`npm run bench -- --quick\`.
 `;
 }
