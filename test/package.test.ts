@@ -64,9 +64,11 @@ function references(path: string): { specifiers: string[]; urls: string[] } {
     else if (ts.isCallExpression(node)) {
       const callee = node.expression;
       const isImport = callee.kind === ts.SyntaxKind.ImportKeyword;
-      const isRequire = (ts.isIdentifier(callee) && callee.text === 'require') ||
+      const isRequire =
+        (ts.isIdentifier(callee) && callee.text === 'require') ||
         (ts.isPropertyAccessExpression(callee) && ts.isIdentifier(callee.expression) && callee.expression.text === 'require');
-      if (isImport || isRequire) specifier = literal(node.arguments[0]);
+      const isResolve = ts.isPropertyAccessExpression(callee) && callee.getText(source) === 'import.meta.resolve';
+      if (isImport || isRequire || isResolve) specifier = literal(node.arguments[0]);
     } else if (ts.isNewExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'URL') {
       const [target, base] = node.arguments ?? [];
       const url = literal(target);
