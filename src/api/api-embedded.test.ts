@@ -1,5 +1,5 @@
 import { EmbeddedBroker } from '../broker/embedded.js';
-import { apiBehaviour } from './api-behaviour.js';
+import { apiBehaviour } from '../../test/api/api-behaviour.js';
 
 apiBehaviour('the embedded broker', async () => {
   const broker = new EmbeddedBroker();

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { FaultProxy } from '../testing/fault-proxy.js';
-import { waitFor } from '../testing/wait.js';
-import { apiBehaviour } from './api-behaviour.js';
-import { call, startApi } from './fixture.js';
+import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { FaultProxy } from '../../test/testing/fault-proxy.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { apiBehaviour } from '../../test/api/api-behaviour.js';
+import { call, startApi } from '../../test/api/fixture.js';
 
 apiBehaviour('RabbitMQ', rabbitMqConnections);
 

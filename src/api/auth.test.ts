@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { call, withEmbeddedApi } from './fixture.js';
+import { call, withEmbeddedApi } from '../../test/api/fixture.js';
 
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JobEvents } from '../orchestrator/job-events.js';
-import { waitFor } from '../testing/wait.js';
-import { call, readEventStream, withEmbeddedApi, type StreamedEvent } from './fixture.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { call, readEventStream, withEmbeddedApi, type StreamedEvent } from '../../test/api/fixture.js';
 
 /** Counts the listeners the API holds on `events`, so a test can see them all released. */
 function countListeners(events: JobEvents): { readonly live: number } {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { waitFor } from '../testing/wait.js';
-import { call, withEmbeddedApi } from './fixture.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { call, withEmbeddedApi } from '../../test/api/fixture.js';
 
 describe('jobs, batches, cancel, lists, fleet and readiness', () => {
   it('a batch answers 202 with one job per item, in order, each with its own idempotency key', () =>

@@ -4,8 +4,8 @@ import { EmbeddedBroker } from '../broker/embedded.js';
 import { silentLogger } from '../core/logger.js';
 import { OrchestratorService } from '../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../ledger/ledger.js';
-import { freePort } from '../testing/free-port.js';
-import { tempDir } from '../testing/temp-dir.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import { Topology } from '../topology.js';
 
 /** The orchestrator process as `planrun orchestrator` assembles it, on an embedded broker. */

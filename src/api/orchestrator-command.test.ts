@@ -5,10 +5,10 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { KeyStore } from '../keys/key-store.js';
-import { freePort } from '../testing/free-port.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
 import { Topology } from '../topology.js';
 
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { startEmbeddedApi, type ApiFixture } from './fixture.js';
+import { startEmbeddedApi, type ApiFixture } from '../../test/api/fixture.js';
 
 interface RawAnswer {
   status: number;

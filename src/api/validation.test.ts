@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { call, withEmbeddedApi } from './fixture.js';
+import { call, withEmbeddedApi } from '../../test/api/fixture.js';
 
 describe('requests the API refuses', () => {
   it('answers 400 naming the field for each kind of bad submission, and records nothing', () =>

@@ -6,15 +6,15 @@ import { createConnection, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { tempDir } from '../testing/temp-dir.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import { isBrokerError, type BrokerEvent } from './broker.js';
-import { brokerConformance } from './conformance.js';
+import { brokerConformance } from '../../test/broker/conformance.js';
 import { EmbeddedBroker, type EmbeddedBrokerOptions } from './embedded.js';
 import { SocketBroker } from './embedded-socket-client.js';
 import { EmbeddedBrokerServer } from './embedded-socket-server.js';
-import { eventually, Inbox, quietMs, sleep } from './testkit.js';
+import { eventually, Inbox, quietMs, sleep } from '../../test/broker/testkit.js';
 
-const childScript = fileURLToPath(new URL('./embedded-socket-fixture-child.js', import.meta.url));
+const childScript = fileURLToPath(new URL('../../test/broker/embedded-socket-fixture-child.js', import.meta.url));
 const fastRetry = { initialMs: 20, maxMs: 100 };
 
 /**

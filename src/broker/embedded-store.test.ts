@@ -5,14 +5,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { tempDir } from '../testing/temp-dir.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import type { Broker } from './broker.js';
-import { brokerConformance } from './conformance.js';
+import { brokerConformance } from '../../test/broker/conformance.js';
 import { EmbeddedBroker } from './embedded.js';
 import { EmbeddedBrokerStore } from './embedded-store.js';
-import { eventually, Inbox } from './testkit.js';
+import { eventually, Inbox } from '../../test/broker/testkit.js';
 
-const childScript = fileURLToPath(new URL('./embedded-store-fixture-child.js', import.meta.url));
+const childScript = fileURLToPath(new URL('../../test/broker/embedded-store-fixture-child.js', import.meta.url));
 
 brokerConformance('embedded with a store', async () => {
   const dir = tempDir('planrun-store-');

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../core/clock.js';
 import type { BrokerEvent } from './broker.js';
-import { brokerConformance } from './conformance.js';
+import { brokerConformance } from '../../test/broker/conformance.js';
 import { EmbeddedBroker } from './embedded.js';
-import { eventually, Inbox, quietMs, sleep } from './testkit.js';
+import { eventually, Inbox, quietMs, sleep } from '../../test/broker/testkit.js';
 
 brokerConformance('embedded', async () => {
   const core = new EmbeddedBroker();

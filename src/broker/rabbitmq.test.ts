@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import amqp, { type ChannelModel } from 'amqplib';
-import { rabbitMqUrl } from '../testing/services.js';
-import { FaultProxy } from '../testing/fault-proxy.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { FaultProxy } from '../../test/testing/fault-proxy.js';
 import { isBrokerError, type Broker, type BrokerEvent } from './broker.js';
-import { brokerConformance } from './conformance.js';
+import { brokerConformance } from '../../test/broker/conformance.js';
 import { RabbitMqBroker, type RabbitMqOptions } from './rabbitmq.js';
-import { eventually, Inbox, quietMs, uniqueName } from './testkit.js';
+import { eventually, Inbox, quietMs, uniqueName } from '../../test/broker/testkit.js';
 
 const rabbitUrl = rabbitMqUrl;
 const rabbitPort = Number(new URL(rabbitUrl).port || 5672);

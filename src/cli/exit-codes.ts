@@ -2,6 +2,8 @@
  * What the exit code of a planrun command says (documented in the README, "Exit codes").
  * The codes above 2 follow sysexits(3), as a job command's exit codes do.
  */
+import { fatalExitCode } from '../worker/exit-codes.js';
+
 export const ExitCode = {
   /** The command did what it was asked; a followed job finished. */
   ok: 0,
@@ -10,7 +12,7 @@ export const ExitCode = {
   /** A usage error: a bad or missing option or argument, or something the user must fix first (no key, no data, an API that cannot be reached or refuses). */
   usage: 2,
   /** A worker stopped by a Fatal error (or refused by the orchestrator): its supervisor should start a fresh one. */
-  workerFatal: 70,
+  workerFatal: fatalExitCode,
   /** Ctrl-C while following a job (128 + SIGINT); the job itself goes on. */
   interrupted: 130,
 } as const;

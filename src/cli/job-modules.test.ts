@@ -8,9 +8,9 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { freePort } from '../testing/free-port.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { cliPath } from '../testing/worker-process.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
 const dir = tempDir('planrun-job-modules-');
 after(() => dir.remove());

@@ -12,9 +12,9 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { openPostgresLedger } from '../ledger/postgres/postgres-ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
-import { postgresUrl } from '../testing/services.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { cliPath } from '../testing/worker-process.js';
+import { postgresUrl } from '../../test/testing/services.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
 async function planrun(cwd: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const { PLANRUN_LEDGER: _ledger, ...env } = process.env;

@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { tempDir } from '../testing/temp-dir.js';
-import { cliPath } from '../testing/worker-process.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
 const cwd = tempDir('planrun-usage-');
 after(() => cwd.remove());

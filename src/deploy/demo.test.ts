@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { cliPath } from '../testing/worker-process.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
 describe('planrun demo', () => {
   it('takes --prefix; runs transcodes, kills a worker mid-run, and ends with every job final and one result message each', () => {

@@ -16,12 +16,12 @@ import { SocketBroker } from '../broker/embedded-socket-client.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { Client } from '../client/client.js';
 import { KeyStore } from '../keys/key-store.js';
-import { freePort } from '../testing/free-port.js';
-import { probeJobsModule } from '../testing/harness.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
-import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from '../testing/worker-process.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { probeJobsModule } from '../../test/testing/harness.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from '../../test/testing/worker-process.js';
 import { Topology } from '../topology.js';
 
 for (const kind of ['rabbitmq', 'embedded'] as const) {

@@ -14,12 +14,12 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '../client/client.js';
 import type { JobSummary, JobView } from '../client/types.js';
-import { freePort } from '../testing/free-port.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
-import { cliPath } from '../testing/worker-process.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
-const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+const readme = readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
 
 /** The lines of the README's `sh` blocks, continuation lines joined. */
 function shellLines(): Array<{ block: number; line: string }> {

@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, it } from 'node:test';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
-import { freePort } from '../testing/free-port.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
-import { cliPath } from '../testing/worker-process.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
 const errorsModule = pathToFileURL(join(cliPath, '..', '..', 'core', 'errors.js')).href;
 

@@ -7,13 +7,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { freePort } from '../testing/free-port.js';
-import { isAlive } from '../testing/processes.js';
+import { freePort } from '../../test/testing/free-port.js';
+import { isAlive } from '../../test/testing/processes.js';
 import pg from 'pg';
-import { postgresUrl, rabbitMqUrl } from '../testing/services.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
-import { cliPath } from '../testing/worker-process.js';
+import { postgresUrl, rabbitMqUrl } from '../../test/testing/services.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { cliPath } from '../../test/testing/worker-process.js';
 
 interface Up {
   child: ChildProcess;

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../core/clock.js';
-import { tempDir } from '../testing/temp-dir.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import { hashApiKey } from './api-key.js';
 import { KeyStore } from './key-store.js';
 

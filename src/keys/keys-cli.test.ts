@@ -4,7 +4,7 @@ import { readdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { tempDir } from '../testing/temp-dir.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import { KeyStore } from './key-store.js';
 
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));

@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../core/clock.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
-import { tempDir } from '../testing/temp-dir.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
 import { ControlHandler } from './control-handler.js';
 import { Fleet } from './fleet.js';
 

@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Broker } from '../broker/broker.js';
-import { Harness, type TestWorker } from '../testing/harness.js';
-import { forgeControlRequest } from '../testing/control-forgery.js';
-import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness, type TestWorker } from '../../test/testing/harness.js';
+import { forgeControlRequest } from '../../test/testing/control-forgery.js';
+import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { waitFor } from '../../test/testing/wait.js';
 
 const secretOfNobody = 'a-secret-the-worker-never-made-0123456789';
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { EmbeddedBroker } from '../broker/embedded.js';
-import { Harness } from '../testing/harness.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness } from '../../test/testing/harness.js';
+import { waitFor } from '../../test/testing/wait.js';
 import { TypeLabels } from './type-labels.js';
 
 function sample(text: string, name: string, labels = ''): number | undefined {

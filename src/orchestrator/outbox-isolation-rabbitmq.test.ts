@@ -12,10 +12,10 @@ import assert from 'node:assert/strict';
 import amqp from 'amqplib';
 import { after, before, describe, it } from 'node:test';
 import type { SubmitParams } from '../ledger/ledger.js';
-import { Harness } from '../testing/harness.js';
-import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness } from '../../test/testing/harness.js';
+import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { waitFor } from '../../test/testing/wait.js';
 
 /** Whether RabbitMQ has a queue of that name (a passive declare on a channel of its own). */
 async function queueExists(connection: amqp.ChannelModel, queue: string): Promise<boolean> {

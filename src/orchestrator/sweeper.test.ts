@@ -13,9 +13,9 @@ import { ManualClock } from '../core/clock.js';
 import { silentLogger } from '../core/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
-import { Harness } from '../testing/harness.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness } from '../../test/testing/harness.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
 import { Orchestrator } from './orchestrator.js';
 
 const dir = tempDir('planrun-sweeper-');

@@ -6,11 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { call, startApi, type ApiFixture } from '../api/fixture.js';
+import { call, startApi, type ApiFixture } from '../../test/api/fixture.js';
 import type { Broker } from '../broker/broker.js';
 import { deadReasonHeader } from '../orchestrator/submit-consumer.js';
-import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
-import { waitFor } from '../testing/wait.js';
+import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { waitFor } from '../../test/testing/wait.js';
 import { NAME_PATTERN, submissionLimits } from './rules.js';
 
 /** `{"a":{"a":...{}}}`, `levels` objects deep, built without recursion. */

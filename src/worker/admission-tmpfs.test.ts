@@ -16,13 +16,13 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { Harness } from '../testing/harness.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { waitFor } from '../testing/wait.js';
-import { bulkyReserveBytes, halfReserveBytes } from './fixtures/reserve-jobs.js';
+import { Harness } from '../../test/testing/harness.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { bulkyReserveBytes, halfReserveBytes } from '../../test/worker/fixtures/reserve-jobs.js';
 import type { WorkerEvent } from './worker-events.js';
 
-const reserveJobsModule = fileURLToPath(new URL('./fixtures/reserve-jobs.js', import.meta.url));
+const reserveJobsModule = fileURLToPath(new URL('../../test/worker/fixtures/reserve-jobs.js', import.meta.url));
 const volumeBytes = 512 * 1024;
 
 interface Volume {

@@ -19,9 +19,9 @@ import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqp
 import type { Broker, BrokerEvent } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import type { Job } from '../ledger/ledger.js';
-import { Harness, type TestWorker } from '../testing/harness.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness, type TestWorker } from '../../test/testing/harness.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { waitFor } from '../../test/testing/wait.js';
 
 const consumerTimeoutMs = 3000;
 const jobMs = 10_000;

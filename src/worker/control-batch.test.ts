@@ -11,8 +11,8 @@ import { silentLogger } from '../core/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
-import { tempDir } from '../testing/temp-dir.js';
-import { waitFor } from '../testing/wait.js';
+import { tempDir } from '../../test/testing/temp-dir.js';
+import { waitFor } from '../../test/testing/wait.js';
 import { Topology } from '../topology.js';
 import { ControlClient, ControlError } from './control-client.js';
 

@@ -9,9 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Harness, probeJobsModule } from '../testing/harness.js';
-import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness, probeJobsModule } from '../../test/testing/harness.js';
+import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { waitFor } from '../../test/testing/wait.js';
 
 const shippedJobTypes = fileURLToPath(new URL('../job-types/index.js', import.meta.url));
 

@@ -39,16 +39,16 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { Harness, type TestWorker } from '../testing/harness.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { FaultProxy } from '../testing/fault-proxy.js';
-import { waitFor } from '../testing/wait.js';
+import { Harness, type TestWorker } from '../../test/testing/harness.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { FaultProxy } from '../../test/testing/fault-proxy.js';
+import { waitFor } from '../../test/testing/wait.js';
 import { ControlClient } from './control-client.js';
-import { stubbornOutputFile, witnessPath, type StubbornInput, type StubbornWitness } from './fixtures/stubborn-jobs.js';
+import { stubbornOutputFile, witnessPath, type StubbornInput, type StubbornWitness } from '../../test/worker/fixtures/stubborn-jobs.js';
 import { DirectoryOutputStore } from './output-store.js';
 import type { WorkerEvent } from './worker-events.js';
 
-const stubbornJobsModule = fileURLToPath(new URL('./fixtures/stubborn-jobs.js', import.meta.url));
+const stubbornJobsModule = fileURLToPath(new URL('../../test/worker/fixtures/stubborn-jobs.js', import.meta.url));
 
 const leaseTtlMs = 1500;
 const heartbeatIntervalMs = 300;

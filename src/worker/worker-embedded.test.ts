@@ -1,5 +1,5 @@
 import { EmbeddedBroker } from '../broker/embedded.js';
-import { workerBehaviour } from './behaviour.js';
+import { workerBehaviour } from '../../test/worker/behaviour.js';
 
 workerBehaviour('the embedded broker', async () => {
   const broker = new EmbeddedBroker();

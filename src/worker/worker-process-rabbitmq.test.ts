@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { Harness, probeJobsModule } from '../testing/harness.js';
-import { isAlive } from '../testing/processes.js';
-import { rabbitMqUrl } from '../testing/services.js';
-import { waitFor } from '../testing/wait.js';
-import { startWorkerProcess, type WorkerProcess } from '../testing/worker-process.js';
-import { fatalExitCode } from '../cli/commands/worker.js';
+import { Harness, probeJobsModule } from '../../test/testing/harness.js';
+import { isAlive } from '../../test/testing/processes.js';
+import { rabbitMqUrl } from '../../test/testing/services.js';
+import { waitFor } from '../../test/testing/wait.js';
+import { startWorkerProcess, type WorkerProcess } from '../../test/testing/worker-process.js';
+import { fatalExitCode } from './exit-codes.js';
 
 describe('planrun worker as a process, on RabbitMQ', () => {
   let broker: Broker;

@@ -1,4 +1,4 @@
-import { rabbitMqConnections } from '../testing/rabbitmq-connections.js';
-import { workerBehaviour } from './behaviour.js';
+import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { workerBehaviour } from '../../test/worker/behaviour.js';
 
 workerBehaviour('RabbitMQ', rabbitMqConnections);

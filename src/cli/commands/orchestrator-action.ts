@@ -1,11 +1,11 @@
 import type { Broker } from '../../broker/broker.js';
 import { RabbitMqBroker } from '../../broker/rabbitmq.js';
-import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
 import { EmbeddedBrokerService } from '../../deploy/embedded-broker-service.js';
 import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
+import { loadInstrument } from '../instrument.js';
 import { amqpUrl, ledgerChoice, metricsListener, UsageError } from '../options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
@@ -20,6 +20,8 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
+  // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker.
+  const instrument = await loadInstrument();
   const logger = createLogger('planrun-orchestrator');
   const embedded = flags.brokerSocket
     ? await EmbeddedBrokerService.start(flags.dataDir, {
@@ -28,8 +30,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
       })
     : undefined;
   const connected: Broker = embedded ? embedded.broker.connect() : await RabbitMqBroker.connect({ url: url! });
-  // Only under the chaos runner (PLANRUN_CHAOS_HISTORY): records control answers and publishes.
-  const broker = recorderFromEnv('orchestrator')?.wrapBroker(connected) ?? connected;
+  const broker = instrument?.wrapBroker?.(connected, 'orchestrator') ?? connected;
   const service = await OrchestratorService.start({
     dataDir: flags.dataDir,
     ...ledgerChoice(flags.ledger),

@@ -1,14 +1,15 @@
 import { mkdirSync } from 'node:fs';
-import { recorderFromEnv } from '../../chaos/recorder.js';
 import { createLogger } from '../../core/logger.js';
 import { locateFfmpeg } from '../../job-types/ffmpeg.js';
 import { Topology } from '../../topology.js';
+import { fatalExitCode } from '../../worker/exit-codes.js';
 import { DirectoryOutputStore } from '../../worker/output-store.js';
 import { ProcessPool } from '../../worker/runner/pool.js';
 import { Worker } from '../../worker/worker.js';
 import { connectBroker } from '../broker-connection.js';
+import { loadInstrument } from '../instrument.js';
 import { checkJobModules } from '../job-modules.js';
-import { fatalExitCode, type WorkerFlags } from './worker.js';
+import type { WorkerFlags } from './worker.js';
 
 export async function runWorker(flags: WorkerFlags): Promise<void> {
   // Read once and taken out of the environment, so no process started below inherits it.
@@ -16,14 +17,14 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
   delete process.env.PLANRUN_FLEET_KEY;
   // Before anything starts: a module that cannot load is a usage error, not a crash loop.
   const { modules: jobModules, registry } = await checkJobModules(flags.jobs ?? []);
+  // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker and the worker.
+  const instrument = await loadInstrument();
   const logger = createLogger('planrun-worker');
   mkdirSync(flags.scratchDir, { recursive: true });
   const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
   await runner.ready();
   const connected = await connectBroker(flags, 'worker');
-  // Only under the chaos runner (PLANRUN_CHAOS_HISTORY): records deliveries and the worker's events.
-  const recorder = recorderFromEnv('worker');
-  const broker = recorder?.wrapBroker(connected) ?? connected;
+  const broker = instrument?.wrapBroker?.(connected, 'worker') ?? connected;
   const worker = new Worker({
     broker,
     topology: new Topology(flags.prefix),
@@ -42,7 +43,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     },
   });
 
-  recorder?.watchWorker(worker);
+  instrument?.watchWorker?.(worker);
 
   let exiting = false;
   async function shutdown(code: number): Promise<void> {

@@ -8,9 +8,6 @@ import { collect, durationFlag, listOption, positiveIntOption, sizeFlag } from '
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
 export const builtInJobTypesModule = fileURLToPath(new URL('../../job-types/index.js', import.meta.url));
 
-/** Exit code of a worker stopped by a Fatal error: its supervisor should start a fresh one. */
-export const fatalExitCode = ExitCode.workerFatal;
-
 export interface WorkerFlags {
   amqp?: string;
   brokerSocket?: string;

@@ -1,8 +1,8 @@
 import { after } from 'node:test';
 
-import { ledgerConformance } from '../conformance.js';
-import { ledgerProperties } from '../property.js';
-import { TestSchemas } from './testing.js';
+import { ledgerConformance } from '../../../test/ledger/conformance.js';
+import { ledgerProperties } from '../../../test/ledger/property.js';
+import { TestSchemas } from '../../../test/ledger/postgres/testing.js';
 
 // Every ledger gets a schema of its own in the shared `test` database, dropped on close.
 const schemas = new TestSchemas();

@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 
 import { ManualClock } from '../../core/clock.js';
-import { FaultProxy } from '../../testing/fault-proxy.js';
+import { FaultProxy } from '../../../test/testing/fault-proxy.js';
 import { LedgerError } from '../errors.js';
 import type { Ledger } from '../ledger.js';
-import { errors, expectGranted, finished, submitAndGrant, submitJob, submitParams } from '../testing.js';
+import { errors, expectGranted, finished, submitAndGrant, submitJob, submitParams } from '../../../test/ledger/testing.js';
 import { migrations } from './migrations.js';
 import { openPostgresLedger } from './postgres-ledger.js';
-import { postgresUrl, TestSchemas } from './testing.js';
+import { postgresUrl, TestSchemas } from '../../../test/ledger/postgres/testing.js';
 
 const schemas = new TestSchemas();
 after(() => schemas.dropAll());

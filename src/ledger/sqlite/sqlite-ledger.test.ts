@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { after } from 'node:test';
 
-import { tempDir } from '../../testing/temp-dir.js';
-import { ledgerConformance } from '../conformance.js';
-import { ledgerProperties } from '../property.js';
-import type { LedgerFactory } from '../testing.js';
+import { tempDir } from '../../../test/testing/temp-dir.js';
+import { ledgerConformance } from '../../../test/ledger/conformance.js';
+import { ledgerProperties } from '../../../test/ledger/property.js';
+import type { LedgerFactory } from '../../../test/ledger/testing.js';
 import { openSqliteLedger } from './sqlite-ledger.js';
 
 // One temp folder for the file; every ledger gets a fresh database file in it.

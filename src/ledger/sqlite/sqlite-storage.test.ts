@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { ManualClock } from '../../core/clock.js';
-import { tempDir } from '../../testing/temp-dir.js';
+import { tempDir } from '../../../test/testing/temp-dir.js';
 import { LedgerError } from '../errors.js';
 import { migrations } from './migrations.js';
 import { openSqliteLedger } from './sqlite-ledger.js';

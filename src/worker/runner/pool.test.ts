@@ -11,11 +11,11 @@ import { fileURLToPath } from 'node:url';
 import type { RunnerLogger } from './logger.js';
 import { ProcessPool, type RunHooks, type RunOutcome, type RunTask } from './pool.js';
 import { createScratch } from './scratch.js';
-import { isAlive } from '../../testing/processes.js';
+import { isAlive } from '../../../test/testing/processes.js';
 
 const SHIPPED_JOBS = new URL('../../job-types/index.js', import.meta.url).href;
-const TEST_JOBS = new URL('./fixtures/misbehaving-jobs.js', import.meta.url).href;
-const ORPHANING_PARENT = fileURLToPath(new URL('./fixtures/orphaning-parent.js', import.meta.url));
+const TEST_JOBS = new URL('../../../test/worker/runner/fixtures/misbehaving-jobs.js', import.meta.url).href;
+const ORPHANING_PARENT = fileURLToPath(new URL('../../../test/worker/runner/fixtures/orphaning-parent.js', import.meta.url));
 const GRACE_MS = 200;
 const THROTTLE_MS = 100;
 

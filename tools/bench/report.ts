@@ -1,0 +1,229 @@
+/** Turns one run's results into the markdown table and the docs/benchmarks.md page. */
+import type { MachineDescription } from './machine.js';
+import type { BenchProfile } from './options.js';
+import type { BenchRun, FloorsResult, LeasesResult, QueuedSectionResult, SectionResult, ThroughputResult } from './results.js';
+
+type Outcome = SectionResult | { error: string } | undefined;
+
+function failed(outcome: Outcome): outcome is { error: string } {
+  return outcome !== undefined && 'error' in outcome;
+}
+
+function throughput(outcome: Outcome): ThroughputResult | undefined {
+  return outcome && !failed(outcome) && 'perSecond' in outcome ? outcome : undefined;
+}
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const ms = (n: number) => (n >= 100 ? int(n) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+const mib = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '—' : `${int(n)} MiB`);
+const load = (l: [number, number]) => `${l[0].toFixed(2)} → ${l[1].toFixed(2)}`;
+const firstLine = (text: string) => text.split('\n')[0]!.slice(0, 120);
+
+const rows: Array<{ key: string; id: string; label: string; unit: string }> = [
+  { key: 'transport', id: '1', label: 'RabbitMQ transport limit (raw amqplib: persistent, confirms pipelined, acks)', unit: 'msgs/s' },
+  {
+    key: 'transport-embedded',
+    id: '1e',
+    label: 'embedded broker transport limit (stored as `planrun up` runs it: publishes confirmed once stored, pipelined; consumed over its socket with acks)',
+    unit: 'msgs/s',
+  },
+  { key: 'bullmq-memory', id: '2', label: 'BullMQ, Redis without persistence', unit: 'jobs/s' },
+  { key: 'bullmq-fsync', id: '2f', label: 'BullMQ, Redis appendfsync always', unit: 'jobs/s' },
+  {
+    key: 'bullmq-sandboxed',
+    id: '2s',
+    label: "BullMQ, Redis without persistence, sandboxed processor (each job in a child process of BullMQ's pool, as planrun runs every job)",
+    unit: 'jobs/s',
+  },
+  { key: 'planrun-embedded', id: '3', label: 'planrun, embedded broker, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
+  { key: 'planrun-rabbitmq', id: '4', label: 'planrun, RabbitMQ, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
+];
+
+export function renderTable(run: BenchRun): string {
+  const lines = [
+    '| # | measured | figure | submit→start p50 / p99 (low load) | orchestrator peak RSS | broker / Redis peak RSS | worker peak RSS (job process) | target | load avg (start → end) |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  const t = (key: string) => throughput(run.sections[key]);
+  const ratio = (a: ThroughputResult | undefined, b: ThroughputResult | undefined) => (a && b ? a.perSecond / b.perSecond : undefined);
+  const r32 = ratio(t('planrun-embedded'), t('bullmq-memory'));
+  const r41 = ratio(t('planrun-rabbitmq'), t('transport'));
+  const targets: Record<string, string> = {
+    'planrun-embedded': r32 === undefined ? '≥ (2)' : `≥ (2): ${r32 >= 1 ? 'met' : 'missed'}`,
+    'planrun-rabbitmq': r41 === undefined ? '≥ ½ (1)' : `≥ ½ (1): ${r41 >= 0.5 ? 'met' : 'missed'}`,
+  };
+  for (const row of rows) {
+    const outcome = run.sections[row.key];
+    if (outcome === undefined) continue;
+    if (failed(outcome)) {
+      lines.push(`| ${row.id} | ${row.label} | failed: ${firstLine(outcome.error)} | | | | | | |`);
+      continue;
+    }
+    const r = outcome as ThroughputResult;
+    const worker = r.workerRssMiB === undefined ? '—' : `${mib(r.workerRssMiB)}${r.jobProcessRssMiB === undefined ? '' : ` (${mib(r.jobProcessRssMiB)})`}`;
+    const server = r.serverRssMiB === undefined ? (r.server ?? '—') : `${r.server}: ${mib(r.serverRssMiB)}`;
+    lines.push(
+      `| ${row.id} | ${row.label} | **${int(r.perSecond)} ${row.unit}** (${int(r.count)} in ${r.seconds.toFixed(2)} s) | ${ms(r.latency.p50Ms)} / ${ms(r.latency.p99Ms)} ms | ${mib(r.orchestratorRssMiB)} | ${server} | ${worker} | ${targets[row.key] ?? ''} | ${load(r.load)} |`,
+    );
+  }
+  const r3f = ratio(t('planrun-embedded'), t('bullmq-fsync'));
+  if (r32 !== undefined) lines.push(`| (3)/(2) | planrun embedded ÷ BullMQ in memory | **${r32.toFixed(2)}×** | | | | | ≥ 1: ${r32 >= 1 ? 'met' : 'missed'} | |`);
+  if (r3f !== undefined) lines.push(`| (3)/(2f) | planrun embedded ÷ BullMQ appendfsync always | **${r3f.toFixed(2)}×** | | | | | | |`);
+  const r3s = ratio(t('planrun-embedded'), t('bullmq-sandboxed'));
+  if (r3s !== undefined) lines.push(`| (3)/(2s) | planrun embedded ÷ BullMQ sandboxed | **${r3s.toFixed(2)}×** | | | | | | |`);
+  if (r41 !== undefined) lines.push(`| (4)/(1) | planrun on RabbitMQ ÷ transport limit | **${r41.toFixed(2)}×** | | | | | ≥ 0.5: ${r41 >= 0.5 ? 'met' : 'missed'} | |`);
+
+  const leases = run.sections.leases;
+  if (failed(leases)) lines.push(`| L | heartbeats and sweep | failed: ${firstLine(leases.error)} | | | | | | |`);
+  else if (leases) {
+    const { heartbeat: h, sweep: s, load: l } = leases as LeasesResult;
+    const perWorker = Math.max(h.transactionsPerInterval, h.transactionsPerIntervalSpread) / h.workers;
+    lines.push(
+      `| L1 | heartbeats: ${int(h.leases)} leases across ${h.workers} workers, per interval (mean of ${h.intervals}) | **${ms(h.transactionsPerInterval)} ledger transaction(s), ${ms(h.cpuMsPerInterval)} ms orchestrator CPU** (${ms(h.wallMsPerInterval)} ms wall), heartbeats arriving together; ${h.transactionsPerIntervalSpread} transactions when they arrive one after another | | | | | ≤ 1 transaction per worker: ${perWorker <= 1 ? 'met' : 'missed'} | ${load(l)} |`,
+    );
+    lines.push(
+      `| L2 | sweep: ${int(s.leases)} expired leases | **one pass: ${ms(s.onePassMs)} ms** (on PostgreSQL: ${ms(s.postgresOnePassMs)} ms); orchestrator's sweeper (limit ${int(s.sweeperLimit)} per pass): ${s.sweeperPasses} passes, ${ms(s.sweeperTotalMs)} ms | | | | | < 1 s: ${s.onePassMs < 1000 && s.postgresOnePassMs < 1000 ? 'met' : 'missed'} | ${load(l)} |`,
+    );
+  }
+  const queued = run.sections.queued;
+  if (failed(queued)) lines.push(`| L3 | queued jobs | failed: ${firstLine(queued.error)} | | | | | | |`);
+  else if (queued) {
+    const { queued: q, load: l } = queued as QueuedSectionResult;
+    lines.push(
+      `| L3 | ${int(q.jobs)} queued jobs, no worker (work messages in the embedded broker, in the orchestrator), then ${q.waitedSeconds.toFixed(0)} s of waiting with redispatch-after ${q.redispatchAfterSeconds} s | **peak ${mib(q.peakRssMiB)}**, ${mib(q.settledRssMiB)} once relayed (submitted in ${q.submitSeconds.toFixed(1)} s); ${int(q.messagesHeld)} work messages at the end | | ${mib(q.peakRssMiB)} | embedded | | < 300 MB: ${q.peakRssMiB * 1.048576 < 300 ? 'met' : 'missed'} | ${load(l)} |`,
+    );
+  }
+  const floors = run.sections.floors;
+  if (failed(floors)) lines.push(`| F | floors | failed: ${firstLine(floors.error)} | | | | | | |`);
+  else if (floors) lines.push(floorsRow(floors as FloorsResult, t('transport-embedded'), t('planrun-embedded'), t('bullmq-memory')));
+  return lines.join('\n');
+}
+
+/**
+ * The floors, and the ceiling they put on (3) when the run has what it needs: the CPU of
+ * one message through the embedded broker (1e) times the messages (3) routed per job.
+ */
+function floorsRow(f: FloorsResult, transport: ThroughputResult | undefined, embedded: ThroughputResult | undefined, bullmq: ThroughputResult | undefined): string {
+  const parts = [
+    `ledger path ${ms(f.ledgerCpuMsPerJob)}`,
+    `child-process run ${ms(f.childRunCpuMsPerJob)}`,
+    `scratch folder ${ms(f.scratchCpuMsPerJob)}`,
+  ];
+  let sum = f.ledgerCpuMsPerJob + f.childRunCpuMsPerJob + f.scratchCpuMsPerJob;
+  const perMessage = transport && (transport.serverCpuMsPerJob ?? 0) + (transport.workerCpuMsPerJob ?? 0);
+  const messages = embedded?.brokerMessagesPerJob;
+  let ceiling = '';
+  if (perMessage !== undefined && messages !== undefined) {
+    parts.push(`${messages.toFixed(1)} broker messages (3) × ${ms(perMessage)} (1e)`);
+    sum += messages * perMessage;
+    const most = (f.cores * 1000) / sum;
+    ceiling = `: at most ${int(most)} jobs/s on ${f.cores} cores${bullmq ? `, ${(most / bullmq.perSecond).toFixed(2)}× (2)` : ''}`;
+  }
+  return `| F | floors: CPU per job of planrun's parts, each measured apart (no glue between them, nothing else running) | **${ms(sum)} ms** (${parts.join(' + ')})${ceiling} | | | | | | ${load(f.load)} |`;
+}
+
+export function renderPage(run: BenchRun, profile: BenchProfile, machine: MachineDescription, table: string): string {
+  const notes: string[] = [];
+  for (const row of rows) {
+    const r = throughput(run.sections[row.key]);
+    if (!r) continue;
+    const per = row.unit === 'msgs/s' ? 'message' : 'job';
+    const costs = [
+      r.orchestratorCpuMsPerJob === undefined ? undefined : `${r.orchestratorCpuMsPerJob.toFixed(2)} ms orchestrator CPU`,
+      r.workerCpuMsPerJob === undefined
+        ? undefined
+        : `${r.workerCpuMsPerJob.toFixed(2)} ms worker CPU${r.jobProcessCpuMsPerJob === undefined ? '' : ` (${r.jobProcessCpuMsPerJob.toFixed(2)} ms of it in the job processes)`}`,
+      r.serverCpuMsPerJob === undefined ? undefined : `${r.serverCpuMsPerJob.toFixed(2)} ms ${r.server} CPU`,
+      r.transactionsPerJob === undefined ? undefined : `${r.transactionsPerJob.toFixed(2)} ledger transactions`,
+      r.brokerMessagesPerJob === undefined ? undefined : `${r.brokerMessagesPerJob.toFixed(1)} messages routed by the broker`,
+    ].filter(Boolean);
+    const cost = costs.length === 0 ? '' : `; per ${per}: ${costs.join(', ')}`;
+    notes.push(`- (${row.id}) ${r.notes.join('; ')}${cost}.`);
+  }
+  return `# Benchmarks
+
+planrun side by side with the broker's own limit and with BullMQ, measured in one run on
+one machine. Produced by \`${run.command}\` (profile \`${profile.name}\`) on ${run.startedAt};
+docs/performance.md says what was profiled and changed to get here.
+
+## Machine
+
+| | |
+|---|---|
+| CPU | ${machine.cpu}, ${machine.cores} cores |
+| memory | ${machine.memoryGiB} GiB |
+| OS | ${machine.os} |
+| Node | ${machine.node} |
+| RabbitMQ | ${machine.rabbitmq} (local, 127.0.0.1) |
+| Redis | ${machine.redis} (local) |
+| SQLite | ${machine.sqlite} (better-sqlite3, WAL, synchronous=FULL) |
+| BullMQ | ${machine.bullmq} |
+| temp dir (ledger, fsync'd Redis) | ${machine.tempFs} |
+
+## Results
+
+${table}
+
+Load average (1, 5, 15 min) when the run started: ${run.loadAtStart.join(', ')}. The load
+column gives the 1-minute load when each section started and ended; it counts the
+benchmark's own processes too: a planrun section alone (orchestrator, 2 workers, their
+job processes, and the fsync waits that Linux counts as load) drives it to 5–9 on this
+machine, so a rise during (3) and (4) and the long-job rows after them is mostly the
+benchmark itself.${run.note ? `\n\nNote on this run: ${run.note}` : ''}
+
+Each section runs in a fresh process of its own (its peak RSS is its own), in this order:
+${rows.map((r) => `(${r.id})`).join(', ')}, then the long-job costs and the floors (F). Counts: ${int(profile.jobs)} jobs per system after
+${int(profile.warmupJobs)} warm-up jobs, ${int(profile.transportMessages)} messages for the transport, ${profile.latencySamples} latency
+samples each, ${profile.workers} worker processes × ${profile.slots} slots (BullMQ: concurrency ${profile.slots}) = ${profile.workers * profile.slots} jobs at once.
+
+${notes.join('\n')}
+
+How each figure is taken:
+
+- **throughput**: the count divided by the time from the first submit (publish) to the
+  last completion: for planrun, the moment the driver received the last result message
+  from \`planrun.results\` (so it includes the relay of the work message, the lease, the
+  run in a child process, the settle and the relay of the result; a no-op job has no
+  outputs, so no fence and no output copy); for BullMQ, the last worker \`completed\` event;
+  for the transport, the last consumer ack.
+- **submit→start**: one job at a time, 5 ms apart, no other job in the system: from just before
+  \`submit\` / \`queue.add\` / \`publish\` returns to when the job code (planrun: in its
+  child process; BullMQ: the processor, in (2s) in its child process) or the consumer
+  callback starts. Clocks:
+  \`performance.timeOrigin + performance.now()\` in each process.
+- **RSS**: \`VmHWM\` (peak) from /proc for processes the benchmark starts (the
+  orchestrator's process also holds the submitter and, with the embedded broker, the
+  broker); for the shared RabbitMQ and Redis, the highest \`VmRSS\` sampled every 100 ms
+  during the section. Worker RSS is the worker process; planrun's job processes are
+  separate processes (one per slot), shown in brackets.
+- **heartbeats**: simulated workers; each interval every worker sends one heartbeat with
+  all its leases, all arriving together (then once more one after another); each goes
+  through JSON decode, protocol
+  validation, the control handler, the ledger and JSON encode, as in the orchestrator.
+  Transactions are the SQLite ledger's own count of commits.
+- **sweep**: leases expired by moving a manual clock past the TTL; the one-pass figure on
+  the SQLite ledger (synchronous=FULL) and on the local PostgreSQL (a schema of its own).
+- **queued**: jobs submitted with \`submitMany\` and no worker; the relay publishes every
+  work message into the embedded broker, whose queues live in the orchestrator's process.
+  Then the jobs keep waiting while the sweeper passes over each of them twice after its
+  redispatch period (shortened to seconds for the run): the peak RSS covers that wait, and
+  the count of work messages says whether the sweeper piled up copies.
+- **(1e)**: the embedded broker as \`planrun up\` runs it (stored in broker.db, served on a
+  Unix socket), published to from its own process as the orchestrator's relay does, each
+  publish confirmed once stored, consumed with acks by one process over the socket as a
+  worker consumes. Its CPU per message is the broker's process (publisher included) plus
+  the consumer's.
+- **floors (F)**: planrun's own code, each part driven alone in one process: the SQLite
+  ledger's whole path of a job (submitMany; the work message taken from the outbox and
+  marked sent; the job row read, as the orchestrator's tenant check does, and the lease
+  granted; read again and settled; the result message taken and marked sent), with as
+  many jobs at once as the throughput sections run, so the writes share group commits;
+  one no-op run in the child-process pool (pool and job process CPU); one scratch folder
+  made and removed. Added to them: the messages the embedded broker routed per job in
+  (3) (work, control requests and their replies, result) times (1e)'s CPU per message.
+  The ceiling is the machine's cores divided by that sum: what (3) could reach if
+  everything between these parts cost nothing.
+
+Rerun: \`npm run bench\` (full, several minutes) or \`npm run bench -- --quick\`.
+`;
+}

@@ -1,0 +1,323 @@
+/**
+ * The checker on hand-written histories: a clean one passes every invariant, and each
+ * planted bug (a lost job, a duplicate result message id, a stale settle accepted, ...)
+ * is reported as a violation of the right invariant, naming the job.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { AttemptRecord, Job, ResultMessage } from '../../src/ledger/ledger.js';
+import { check, type CheckReport } from './checker.js';
+import { forgedResultMark, type HistoryEvent, type RunConfig } from './history.js';
+import type { ChaosInput } from './job-input.js';
+
+const config: RunConfig = {
+  seed: 'test',
+  prefix: 'planrun',
+  jobs: 1,
+  durationMs: 10_000,
+  workers: 2,
+  slots: 2,
+  leaseTtlMs: 1000,
+  heartbeatMs: 300,
+  sweepMs: 200,
+  backoffMs: 100,
+  backoffMaxMs: 300_000,
+  redispatchMs: 5000,
+  controlTimeoutMs: 1000,
+  abortGraceMs: 1000,
+  consumerTimeoutMs: 5000,
+  reconnectAllowanceMs: 15_000,
+  outputDir: '/out',
+  httpAvailable: false,
+  faultFingerprint: 'f',
+  jobFingerprint: 'j',
+};
+
+const input: ChaosInput = { behaviour: 'ok', runMs: 100, outputBytes: 1000, nonce: 'n1' };
+const outputPath = '/out/acme/j1/2/chaos-output.bin';
+
+function job(overrides: Partial<Job> = {}): Job {
+  return {
+    id: 'j1',
+    tenant: 'acme',
+    type: 'chaos',
+    input,
+    requires: [],
+    idempotencyKey: 'k1',
+    state: 'finished',
+    attempt: 2,
+    maxAttempts: 3,
+    notBefore: 1000,
+    leaseToken: null,
+    leaseHolder: 'wB',
+    leaseDeadline: null,
+    cancelRequested: false,
+    progress: 1,
+    progressMessage: null,
+    result: { data: { attempt: 2, sha256: 'abc', bytes: 1000 }, outputs: { 'chaos-output.bin': outputPath } },
+    failureReason: null,
+    error: null,
+    createdAt: 1150,
+    updatedAt: 3000,
+    startedAt: 1200,
+    endedAt: 3000,
+    ...overrides,
+  };
+}
+
+const attempts: AttemptRecord[] = [
+  { jobId: 'j1', attempt: 1, worker: 'wA', startedAt: 1200, endedAt: 2500, outcome: 'expired', error: { class: 'transient', code: 'lease_expired', message: 'x' } },
+  { jobId: 'j1', attempt: 2, worker: 'wB', startedAt: 2700, endedAt: 3000, outcome: 'finished', error: null },
+];
+
+function resultBody(overrides: Partial<ResultMessage> = {}): ResultMessage {
+  const j = job();
+  return { id: 'j1', idempotencyKey: 'k1', tenant: 'acme', type: 'chaos', state: 'finished', attempt: 2, result: j.result!, ...overrides };
+}
+
+type Event = HistoryEvent;
+const at = (t: number, src: string, pid: number, event: Record<string, unknown>) => ({ t, src, pid, ...event }) as unknown as Event;
+
+/** Job j1: attempt 1 on worker A loses its lease (A frozen), attempt 2 on worker B finishes. */
+function cleanHistory(): Event[] {
+  return [
+    at(1000, 'runner', 1, { kind: 'run_config', config }),
+    at(1100, 'runner', 1, { kind: 'submit', tenant: 'acme', key: 'k1', job: 0, transport: 'queue', acked: true, copy: 0, retry: 0, input, maxAttempts: 3 }),
+    at(1150, 'orchestrator', 2, { kind: 'delivery', queue: 'planrun.submit', messageId: 'k1', redelivered: false }),
+    at(1160, 'orchestrator', 2, { kind: 'publish', to: 'planrun.work.chaos', messageId: 'j1@1', tenantHeader: 'acme', body: { jobId: 'j1', attempt: 1, tenant: 'acme', type: 'chaos' }, ok: true }),
+    at(1190, 'w1', 11, { kind: 'delivery', queue: 'planrun.work.chaos', messageId: 'j1@1', redelivered: false }),
+    at(1200, 'orchestrator', 2, { kind: 'control', op: 'lease', req: { op: 'lease', jobId: 'j1', attempt: 1, tenant: 'acme', worker: 'wA' }, ans: { op: 'lease', jobId: 'j1', attempt: 1, granted: true, token: 't1' } }),
+    at(1201, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'lease_granted', jobId: 'j1', attempt: 1, token: 't1' } }),
+    at(1210, 'job', 21, { kind: 'run_start', jobId: 'j1', attempt: 1, tenant: 'acme', behaviour: 'ok', ppid: 11 }),
+    at(1300, 'orchestrator', 2, { kind: 'control', op: 'heartbeat', req: { op: 'heartbeat', worker: 'wA', slots: 2, leases: [{ jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }] }, ans: { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 1 }], lost: [] } }),
+    at(1400, 'runner', 1, { kind: 'fault_start', fault: 1, fault_kind: 'worker-pause', target: 'w1' }),
+    at(2520, 'orchestrator', 2, { kind: 'publish', to: 'planrun.work.chaos', messageId: 'j1@2', tenantHeader: 'acme', body: { jobId: 'j1', attempt: 2, tenant: 'acme', type: 'chaos' }, ok: true }),
+    at(2690, 'w2', 12, { kind: 'delivery', queue: 'planrun.work.chaos', messageId: 'j1@2', redelivered: false }),
+    at(2700, 'orchestrator', 2, { kind: 'control', op: 'lease', req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker: 'wB' }, ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2' } }),
+    at(2701, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'lease_granted', jobId: 'j1', attempt: 2, token: 't2' } }),
+    at(2710, 'job', 22, { kind: 'run_start', jobId: 'j1', attempt: 2, tenant: 'acme', behaviour: 'ok', ppid: 12 }),
+    at(2850, 'job', 22, { kind: 'run_output', jobId: 'j1', attempt: 2, bytes: 1000, sha256: 'abc' }),
+    at(2900, 'orchestrator', 2, { kind: 'control', op: 'fence', req: { op: 'fence', jobId: 'j1', attempt: 2, token: 't2', tenant: 'acme' }, ans: { op: 'fence', jobId: 'j1', attempt: 2, live: true, ttlMs: 1000 } }),
+    at(2950, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'output_stored', jobId: 'j1', attempt: 2, outputs: { 'chaos-output.bin': outputPath } } }),
+    at(3000, 'orchestrator', 2, { kind: 'control', op: 'settle', req: { op: 'settle', jobId: 'j1', attempt: 2, token: 't2', tenant: 'acme' }, ans: { op: 'settle', jobId: 'j1', attempt: 2, accepted: true, state: 'finished', transition: 'finish' } }),
+    at(3001, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'settled', jobId: 'j1', attempt: 2, state: 'finished', transition: 'finish' } }),
+    at(3002, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'job_done', jobId: 'j1', attempt: 2 } }),
+    at(3010, 'orchestrator', 2, { kind: 'publish', to: 'planrun.results', routingKey: 'acme.chaos.finished', messageId: 'j1', tenantHeader: 'acme', body: resultBody(), ok: true }),
+    at(3020, 'runner', 1, { kind: 'result', messageId: 'j1', routingKey: 'acme.chaos.finished', redelivered: false, body: resultBody() }),
+    at(4000, 'runner', 1, { kind: 'fault_end', fault: 1, fault_kind: 'worker-pause', target: 'w1', ok: true }),
+    at(4100, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'lease_lost', jobId: 'j1', attempt: 1, reason: 'local_deadline_passed' } }),
+    at(4101, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'abandoned', jobId: 'j1', attempt: 1, reason: 'local_deadline_passed' } }),
+    at(4102, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'job_done', jobId: 'j1', attempt: 1 } }),
+    at(5000, 'runner', 1, { kind: 'drain', complete: true, waitedMs: 10, missing: [] }),
+    at(6000, 'runner', 1, { kind: 'queues_final', queues: [{ name: 'planrun.work.chaos', messages: 0, unacked: 0 }] }),
+    at(6100, 'runner', 1, { kind: 'ledger_job', job: job(), attempts }),
+    at(6101, 'runner', 1, { kind: 'stored_output', jobId: 'j1', name: 'chaos-output.bin', path: outputPath, exists: true, bytes: 1000, sha256: 'abc' }),
+    at(6200, 'runner', 1, { kind: 'outbox_final', unsent: 0 }),
+  ];
+}
+
+function violated(report: CheckReport): string[] {
+  return report.invariants.filter((i) => i.status === 'violated').map((i) => i.id);
+}
+
+function invariant(report: CheckReport, id: string) {
+  const found = report.invariants.find((i) => i.id === id);
+  assert.ok(found, `no invariant ${id}`);
+  return found;
+}
+
+/** Replaces the events `match` picks with `replace(event)` (none: dropped). */
+function edit(events: Event[], match: (e: Event) => boolean, replace: (e: Event) => Event[]): Event[] {
+  return events.flatMap((e) => (match(e) ? replace(e) : [e]));
+}
+
+const isKind = (kind: string) => (e: Event) => e.kind === kind;
+
+describe('chaos checker', () => {
+  it('passes a clean history with a lost lease and a retry', () => {
+    const report = check(cleanHistory());
+    assert.deepEqual(violated(report), []);
+    assert.equal(report.ok, true);
+    assert.equal(report.jobs.byOutcome.finished, 1);
+    assert.equal(report.faults.length, 1);
+  });
+
+  it('reports a lost job: an acknowledged submission with no job in the ledger', () => {
+    const events = edit(cleanHistory(), (e) => ['ledger_job', 'stored_output'].includes(e.kind), () => []);
+    // The ledger snapshot was taken (the outbox count is there) but holds no job for k1.
+    const report = check(events);
+    assert.ok(violated(report).includes('no-loss'));
+    assert.match(invariant(report, 'no-loss').violations[0]!.message, /acme\/k1 has no job in the ledger/);
+    assert.equal(report.ok, false);
+  });
+
+  it('reports a job left running after the drain', () => {
+    const events = edit(cleanHistory(), isKind('ledger_job'), (e) => [
+      { ...e, job: job({ state: 'running', endedAt: null, result: null }), attempts: [attempts[0]!, { ...attempts[1]!, endedAt: null, outcome: null }] } as Event,
+    ]);
+    const report = check(events);
+    assert.ok(violated(report).includes('no-loss'));
+    assert.equal(invariant(report, 'no-loss').violations[0]!.jobId, 'j1');
+  });
+
+  it('reports a duplicate result message id', () => {
+    const events = edit(cleanHistory(), isKind('result'), (e) => [e, { ...e, t: e.t + 5, messageId: 'j1-again' } as Event]);
+    const report = check(events);
+    assert.deepEqual(violated(report), ['one-result']);
+    const v = invariant(report, 'one-result').violations[0]!;
+    assert.equal(v.jobId, 'j1');
+    assert.match(v.message, /2 distinct message ids/);
+    assert.ok(v.events.some((x) => x.kind === 'result'), 'the violation carries the job events');
+  });
+
+  it('accepts a redelivered result with the same id and body', () => {
+    const events = edit(cleanHistory(), isKind('result'), (e) => [e, { ...e, t: e.t + 5, redelivered: true } as Event]);
+    assert.deepEqual(violated(check(events)), []);
+  });
+
+  it('reports two different answers under one result id', () => {
+    const events = edit(cleanHistory(), isKind('result'), (e) => [e, { ...e, t: e.t + 5, body: resultBody({ state: 'failed', attempt: 1 }) } as Event]);
+    assert.ok(violated(check(events)).includes('one-result'));
+  });
+
+  it('reports a stale settle accepted: attempt 1 settles after the ledger moved to attempt 2', () => {
+    // A broken settle guard: worker A (attempt 1, lease expired) settles while B runs attempt
+    // 2, and the ledger takes it, finishing the job with A's result under attempt 2's row.
+    const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'settle', (e) => [
+      {
+        ...e,
+        req: { op: 'settle', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' },
+        ans: { op: 'settle', jobId: 'j1', attempt: 1, accepted: true, state: 'finished', transition: 'finish' },
+      } as Event,
+    ]);
+    const report = check(events);
+    assert.ok(violated(report).includes('no-stale-accepted'));
+    const v = invariant(report, 'no-stale-accepted').violations[0]!;
+    assert.equal(v.jobId, 'j1');
+    assert.match(v.message, /settle of j1@1 accepted as finish, but the ledger says attempt 1 expired: a stale settle was accepted/);
+  });
+
+  it('reports a renewal accepted after the attempt ended', () => {
+    const late = at(3600, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'heartbeat',
+      req: { op: 'heartbeat', worker: 'wA', slots: 2, leases: [{ jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }] },
+      ans: { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 1 }], lost: [] },
+    });
+    const report = check([...cleanHistory(), late].sort((a, b) => a.t - b.t));
+    assert.ok(violated(report).includes('no-stale-accepted'));
+    assert.match(invariant(report, 'no-stale-accepted').violations[0]!.message, /renewal of j1@1 accepted 1100 ms after the attempt ended/);
+  });
+
+  it('reports output stored by an attempt the ledger had already ended (a broken fence)', () => {
+    const stale = at(4050, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'output_stored', jobId: 'j1', attempt: 1, outputs: { 'chaos-output.bin': '/out/acme/j1/1/chaos-output.bin' } } });
+    const report = check([...cleanHistory(), stale].sort((a, b) => a.t - b.t));
+    assert.deepEqual(violated(report), ['fenced-output']);
+    assert.match(invariant(report, 'fenced-output').violations[0]!.message, /j1@1 stored output 1550 ms after the ledger ended that attempt \(expired\), and no fence had passed/);
+    // The same late copy after a fence that passed while the lease was live: the race every lease check has.
+    const fence = at(2400, 'orchestrator', 2, { kind: 'control', op: 'fence', req: { op: 'fence', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }, ans: { op: 'fence', jobId: 'j1', attempt: 1, live: true, ttlMs: 1000 } });
+    assert.deepEqual(violated(check([...cleanHistory(), fence, stale].sort((a, b) => a.t - b.t))), []);
+  });
+
+  it("reports a result whose stored output is not the settled attempt's", () => {
+    const events = edit(cleanHistory(), isKind('stored_output'), (e) => [{ ...e, sha256: 'not-abc' } as Event]);
+    const report = check(events);
+    assert.deepEqual(violated(report), ['output-matches']);
+  });
+
+  it('takes a lease granted again to its holder (same token) as one lease', () => {
+    const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2, (e) => [e, { ...e, t: e.t + 1 } as Event]);
+    assert.deepEqual(violated(check(events)), []);
+  });
+
+  it('reports the same attempt leased twice', () => {
+    const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2, (e) => [e, { ...e, t: e.t + 1, req: { ...(e as { req: object }).req, worker: 'wC' } } as Event]);
+    const report = check(events);
+    assert.ok(violated(report).includes('one-lease-per-attempt'));
+  });
+
+  it("holds when the adversary's forgeries are refused, and reports any that was granted or accepted", () => {
+    const forgery = (t: number, op: string, withKey: boolean, ans: Record<string, unknown>, impersonates = true) =>
+      at(t, 'runner', 1, { kind: 'forgery', op, withKey, impersonates, req: { op, jobId: 'j1', attempt: 2, worker: 'wB' }, ans });
+    const refused = [
+      forgery(2800, 'lease', true, { op: 'lease', jobId: 'j1', attempt: 2, granted: false, reason: 'already_running' }),
+      forgery(2801, 'settle', true, { op: 'settle', jobId: 'j1', attempt: 2, accepted: false, reason: 'superseded' }),
+      forgery(2802, 'heartbeat', true, { op: 'error', code: 'worker_conflict', message: 'x' }),
+      forgery(2803, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [] }, false),
+      forgery(2804, 'lease', false, { op: 'error', code: 'unauthorized', message: 'x' }),
+    ];
+    const clean = check([...cleanHistory(), ...refused]);
+    assert.deepEqual(violated(clean), []);
+    assert.equal(invariant(clean, 'forgeries-refused').checked, refused.length);
+
+    for (const accepted of [
+      forgery(2800, 'lease', true, { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2' }),
+      forgery(2801, 'settle', true, { op: 'settle', jobId: 'j1', attempt: 2, accepted: true, transition: 'finish' }),
+      forgery(2802, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [] }),
+      forgery(2803, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 2 }], lost: [] }, false),
+      forgery(2804, 'settle', false, { op: 'settle', jobId: 'j1', attempt: 2, accepted: false, reason: 'superseded' }),
+    ]) {
+      assert.deepEqual(violated(check([...cleanHistory(), accepted])), ['forgeries-refused'], JSON.stringify(accepted));
+    }
+
+    const forgedResult = edit(cleanHistory(), isKind('ledger_job'), (e) => [{ ...e, job: job({ result: { data: { mark: forgedResultMark } } }) } as Event]);
+    assert.ok(violated(check(forgedResult)).includes('forgeries-refused'));
+  });
+
+  it('reports a permanent failure that was retried', () => {
+    const permanent: ChaosInput = { ...input, behaviour: 'permanent' };
+    const events = edit(
+      edit(cleanHistory(), isKind('submit'), (e) => [{ ...e, input: permanent } as Event]),
+      isKind('ledger_job'),
+      (e) => [
+        {
+          ...e,
+          job: job({ input: permanent }),
+          attempts: [{ ...attempts[0]!, outcome: 'retried', error: { class: 'permanent', code: 'chaos_permanent', message: 'x' } }, attempts[1]!],
+        } as Event,
+      ],
+    );
+    const report = check(events);
+    assert.ok(violated(report).includes('permanent-once'));
+  });
+
+  it('reports attempts past the maximum and attempts without the backoff', () => {
+    const events = edit(cleanHistory(), isKind('ledger_job'), (e) => [
+      { ...e, job: job({ maxAttempts: 1 }), attempts: [attempts[0]!, { ...attempts[1]!, startedAt: 2510 }] } as Event,
+    ]);
+    const report = check(events);
+    const messages = invariant(report, 'attempts').violations.map((v) => v.message).join('\n');
+    assert.match(messages, /2 attempts, 1 allowed/);
+    assert.match(messages, /attempt 2 started 10 ms after attempt 1 ended; the backoff is 100 ms/);
+  });
+
+  it('reports a queue left with messages and an unsent outbox', () => {
+    let events = edit(cleanHistory(), isKind('queues_final'), (e) => [{ ...e, queues: [{ name: 'planrun.work.chaos', messages: 3, unacked: 0 }] } as Event]);
+    events = edit(events, isKind('outbox_final'), (e) => [{ ...e, unsent: 2 } as Event]);
+    const report = check(events);
+    assert.deepEqual(violated(report), ['quiescent']);
+    assert.equal(invariant(report, 'quiescent').violations.length, 2);
+  });
+
+  it('reports a worker running more jobs than its slots', () => {
+    const extra = [1, 2].map((n) =>
+      at(2702 + n, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'lease_granted', jobId: `other${n}`, attempt: 1, token: `o${n}` } }),
+    );
+    const report = check([...cleanHistory(), ...extra].sort((a, b) => a.t - b.t));
+    assert.ok(violated(report).includes('admission'));
+  });
+
+  it('reports a consumer timeout not explained by a fault on that connection', () => {
+    const timeout = at(3500, 'w2', 12, { kind: 'broker_event', type: 'consumer_interrupted', queue: 'planrun.work.chaos', reason: 'PRECONDITION_FAILED - delivery acknowledgement on channel 3 timed out' });
+    assert.ok(violated(check([...cleanHistory(), timeout].sort((a, b) => a.t - b.t))).includes('ack-early'));
+    const excused = { ...timeout, src: 'w1', pid: 11 } as Event;
+    assert.ok(!violated(check([...cleanHistory(), excused].sort((a, b) => a.t - b.t))).includes('ack-early'));
+  });
+
+  it('says so when the history has no final ledger state', () => {
+    const events = cleanHistory().filter((e) => !['ledger_job', 'stored_output', 'outbox_final'].includes(e.kind));
+    const report = check(events);
+    assert.ok(violated(report).includes('no-loss'));
+    assert.match(invariant(report, 'no-loss').violations[0]!.message, /no final ledger state/);
+  });
+});

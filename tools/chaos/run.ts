@@ -1,0 +1,488 @@
+/**
+ * One chaos run, start to end:
+ *
+ * 1. on RabbitMQ: a node of its own (never the shared one), a TCP fault proxy in front of
+ *    it for the orchestrator and one for each worker. On the embedded broker: the
+ *    orchestrator runs it (`--broker-socket`), and each worker reaches it through a fault
+ *    proxy on a Unix socket of its own;
+ * 2. `planrun orchestrator` and N `planrun worker`s as separate processes, each kept
+ *    running by a supervisor, each recording its part of the history;
+ * 3. the plan's jobs submitted over the submit queue (and HTTP, when the API is in the
+ *    build) while the nemesis injects the plan's faults, and the result messages
+ *    recorded from a queue bound to the results exchange;
+ * 4. after the last fault is healed: the drain (every acknowledged submission answered),
+ *    the workers stopped, the queues and the outbox read, the orchestrator stopped, the
+ *    ledger's final state and the stored outputs read into the history;
+ * 5. the checker over the merged history.
+ *
+ * Whatever happens, every process it started and the RabbitMQ node are stopped.
+ */
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import type { Broker } from '../../src/broker/broker.js';
+import { SocketBroker } from '../../src/broker/embedded-socket-client.js';
+import { EmbeddedBrokerStore } from '../../src/broker/embedded-store.js';
+import { RabbitMqBroker } from '../../src/broker/rabbitmq.js';
+import { instrumentEnv } from '../../src/cli/instrument.js';
+import { defaultLedgerConfig, type Job } from '../../src/ledger/ledger.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/sqlite-ledger.js';
+import { FaultProxy } from '../../test/testing/fault-proxy.js';
+import { Topology } from '../../src/topology.js';
+import { Adversary } from './adversary.js';
+import { check, type CheckReport } from './checker.js';
+import { actorEnv, HistoryWriter, historyDirEnv, readHistory, writeMergedHistory, type RunConfig } from './history.js';
+import type { Behaviour } from './job-input.js';
+import { Nemesis } from './nemesis.js';
+import { ResultObserver } from './observer.js';
+import { describeFault, makePlan, type FaultKind, type Plan } from './plan.js';
+import { freePort, RabbitNode } from './rabbit-node.js';
+import { formatReport } from './report.js';
+import { Submitter } from './submitter.js';
+import { Supervised } from './supervisor.js';
+
+export type ChaosBroker = 'rabbitmq' | 'embedded';
+
+/** The instrument (PLANRUN_INSTRUMENT) every planrun process of a run loads: it records their part of the history. */
+const recorderModule = fileURLToPath(new URL('./recorder.js', import.meta.url));
+
+export interface ChaosOptions {
+  seed: string;
+  broker: ChaosBroker;
+  jobs: number;
+  durationMs: number;
+  workers: number;
+  slots: number;
+  leaseTtlMs: number;
+  heartbeatMs: number;
+  sweepMs: number;
+  backoffMs: number;
+  redispatchMs: number;
+  controlTimeoutMs: number;
+  abortGraceMs: number;
+  /** How often the adversary forges a round of control requests (see adversary.ts). */
+  adversaryIntervalMs: number;
+  consumerTimeoutMs: number;
+  /** How long the drain may wait for the last answers after the last fault healed. */
+  drainTimeoutMs: number;
+  faultKinds: readonly FaultKind[];
+  tenants: readonly string[];
+  httpShare: number;
+  duplicateShare: number;
+  crossTenantKeyShare: number;
+  behaviourWeights: Readonly<Record<Behaviour, number>>;
+  runMs: readonly [number, number];
+  /** The built CLI (`.build/src/cli/main.js`) and the chaos job-types module next to this file. */
+  cli: string;
+  jobTypesModule: string;
+  /** Where everything goes; a fresh temporary folder unless given. */
+  runDir?: string;
+  /** Keep the run folder even when the run passed. */
+  keep: boolean;
+  log: (message: string) => void;
+}
+
+export interface ChaosOutcome {
+  report: CheckReport;
+  text: string;
+  runDir: string;
+  elapsedMs: number;
+  kept: boolean;
+}
+
+/** What the clients need to be back on the broker after a heal: amqplib's reconnect backoff cap (10 s) plus a connect timeout (5 s). */
+const reconnectAllowanceMs = 15_000;
+const prefix = 'planrun';
+
+export function planOf(options: ChaosOptions): Plan {
+  return makePlan({
+    seed: options.seed,
+    jobs: options.jobs,
+    durationMs: options.durationMs,
+    workers: options.workers,
+    leaseTtlMs: options.leaseTtlMs,
+    faultKinds: options.faultKinds,
+    tenants: options.tenants,
+    httpShare: options.httpShare,
+    duplicateShare: options.duplicateShare,
+    crossTenantKeyShare: options.crossTenantKeyShare,
+    behaviourWeights: options.behaviourWeights,
+    runMs: options.runMs,
+  });
+}
+
+/** What a run has started, for `emergencyStop`. */
+const active = { processes: new Set<Supervised>(), nodes: new Set<RabbitNode>() };
+
+/** Kills every process the runs of this process started and stops their RabbitMQ nodes (on Ctrl-C). */
+export async function emergencyStop(): Promise<void> {
+  for (const p of active.processes) p.killForGood();
+  await Promise.allSettled([...active.nodes].map((n) => n.stop()));
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
+  const began = Date.now();
+  const log = options.log;
+  const runDir = resolve(options.runDir ?? mkdtempSync(join(tmpdir(), 'planrun-chaos-')));
+  const dirs = {
+    history: join(runDir, 'history'),
+    logs: join(runDir, 'logs'),
+    rabbit: join(runDir, 'rabbitmq'),
+    orchestrator: join(runDir, 'orchestrator'),
+    outputs: join(runDir, 'outputs'),
+    scratch: join(runDir, 'scratch'),
+  };
+  for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
+  const history = new HistoryWriter(dirs.history, 'runner');
+  const plan = planOf(options);
+  log(`run folder ${runDir}`);
+  log(`seed ${options.seed}: ${plan.faults.length} faults (schedule ${plan.fingerprint.faults}), ${plan.jobs.length} jobs (${plan.fingerprint.jobs})`);
+  for (const fault of plan.faults) log(`  ${describeFault(fault)}`);
+
+  let node: RabbitNode | undefined;
+  /** The embedded broker's socket (the orchestrator serves it), in the run folder. */
+  const brokerSocket = join(runDir, 'broker.sock');
+  const embedded = options.broker === 'embedded';
+  const proxies = new Map<string, FaultProxy>();
+  const processes: Supervised[] = [];
+  let runnerBroker: Broker | undefined;
+  let nemesis: Nemesis | undefined;
+  let submitter: Submitter | undefined;
+  let adversary: Adversary | undefined;
+  let failure: unknown;
+  try {
+    if (!embedded) {
+      node = await RabbitNode.start({ dir: dirs.rabbit, consumerTimeoutMs: options.consumerTimeoutMs, log });
+      active.nodes.add(node);
+    }
+    const http = await detectHttp(options.cli);
+    const httpPort = http ? await freePort() : undefined;
+    const keys = new Map<string, string>();
+    if (http) {
+      for (const tenant of options.tenants) keys.set(tenant, await createKey(options.cli, tenant, dirs.orchestrator));
+    }
+    log(http ? `HTTP API on 127.0.0.1:${httpPort}, keys for ${options.tenants.join(', ')}` : 'this build has no HTTP API (no orchestrator --port): every submission goes over the queue');
+
+    const config: RunConfig = {
+      seed: options.seed,
+      broker: options.broker,
+      prefix,
+      jobs: options.jobs,
+      durationMs: options.durationMs,
+      workers: options.workers,
+      slots: options.slots,
+      leaseTtlMs: options.leaseTtlMs,
+      heartbeatMs: options.heartbeatMs,
+      sweepMs: options.sweepMs,
+      backoffMs: options.backoffMs,
+      backoffMaxMs: defaultLedgerConfig.backoffMaxMs,
+      redispatchMs: options.redispatchMs,
+      controlTimeoutMs: options.controlTimeoutMs,
+      abortGraceMs: options.abortGraceMs,
+      consumerTimeoutMs: options.consumerTimeoutMs,
+      reconnectAllowanceMs,
+      outputDir: dirs.outputs,
+      httpAvailable: http,
+      faultFingerprint: plan.fingerprint.faults,
+      jobFingerprint: plan.fingerprint.jobs,
+    };
+    history.record({ kind: 'run_config', config });
+    for (const fault of plan.faults) history.record({ kind: 'plan_fault', fault });
+
+    // The orchestrator and the embedded broker are one process: nothing to put between them.
+    for (const name of [...(embedded ? [] : ['orchestrator']), ...workerNames(options.workers)]) {
+      proxies.set(name, node ? await FaultProxy.start({ port: node.port }) : await FaultProxy.start({ path: brokerSocket }, { path: join(runDir, `${name}.sock`) }));
+    }
+    const brokerArgs = (name: string): string[] => {
+      if (node) return ['--amqp', `amqp://guest:guest@127.0.0.1:${proxies.get(name)!.port}`];
+      if (name === 'orchestrator') return ['--broker-socket', brokerSocket, '--consumer-timeout', `${options.consumerTimeoutMs}ms`];
+      return ['--broker-socket', proxies.get(name)!.path];
+    };
+
+    const topology = new Topology(prefix);
+    const runnerRetry = { initialMs: 100, maxMs: 1000 };
+    const observer = new ResultObserver(() => runnerBroker!, topology, history);
+    // The app's side: its own connection, straight to the broker (no proxy). The embedded
+    // broker exists only once the orchestrator runs it.
+    const connectRunner = async () => {
+      runnerBroker = node
+        ? await RabbitMqBroker.connect({ url: node.url, heartbeatSeconds: 2, retry: runnerRetry })
+        : await SocketBroker.connect({ path: brokerSocket, retry: runnerRetry });
+      await runnerBroker.declareQueue(topology.submitQueue);
+      await observer.start();
+    };
+    if (!embedded) await connectRunner();
+
+    // The orchestrator and its workers share a fleet key; the adversary knows it for half its forgeries.
+    const fleetKey = randomBytes(24).toString('base64url');
+    const env = (actor: string): NodeJS.ProcessEnv => ({
+      ...process.env,
+      [instrumentEnv]: recorderModule,
+      [historyDirEnv]: dirs.history,
+      [actorEnv]: actor,
+      PLANRUN_LOG_LEVEL: 'info',
+      PLANRUN_FLEET_KEY: fleetKey,
+    });
+    const orchestrator = new Supervised(
+      {
+        role: 'orchestrator',
+        name: 'orchestrator',
+        cli: options.cli,
+        args: [
+          'orchestrator',
+          ...brokerArgs('orchestrator'),
+          '--data-dir', dirs.orchestrator,
+          '--lease-ttl', `${options.leaseTtlMs}ms`,
+          '--sweep-interval', `${options.sweepMs}ms`,
+          '--backoff', `${options.backoffMs}ms`,
+          '--redispatch-after', `${options.redispatchMs}ms`,
+          '--prefix', prefix,
+          ...(httpPort === undefined ? [] : ['--port', String(httpPort)]),
+        ],
+        env: env('orchestrator'),
+        readyText: '"msg":"orchestrator ready',
+        logFile: join(dirs.logs, 'orchestrator.log'),
+      },
+      history,
+    );
+    processes.push(orchestrator);
+    active.processes.add(orchestrator);
+    orchestrator.start();
+    if (!(await orchestrator.waitReady(60_000))) throw new Error(`the orchestrator did not start; see ${join(dirs.logs, 'orchestrator.log')}`);
+    if (embedded) await connectRunner();
+
+    const workers = new Map<string, Supervised>();
+    for (const name of workerNames(options.workers)) {
+      const worker = new Supervised(
+        {
+          role: 'worker',
+          name,
+          cli: options.cli,
+          args: [
+            'worker',
+            ...brokerArgs(name),
+            '--jobs', options.jobTypesModule,
+            '--slots', String(options.slots),
+            '--heartbeat-interval', `${options.heartbeatMs}ms`,
+            '--control-timeout', `${options.controlTimeoutMs}ms`,
+            '--abort-grace', `${options.abortGraceMs}ms`,
+            '--stop-grace', '5s',
+            '--prefix', prefix,
+            '--output-dir', dirs.outputs,
+            '--scratch-dir', join(dirs.scratch, name),
+          ],
+          env: env(name),
+          readyText: '"msg":"worker ready"',
+          logFile: join(dirs.logs, `${name}.log`),
+        },
+        history,
+      );
+      workers.set(name, worker);
+      processes.push(worker);
+      active.processes.add(worker);
+      worker.start();
+    }
+    for (const worker of workers.values()) {
+      if (!(await worker.waitReady(60_000))) throw new Error(`worker ${worker.name} did not start; see ${worker.spec.logFile}`);
+    }
+    log(`orchestrator and ${workers.size} workers ready`);
+
+    const startedAt = Date.now();
+    submitter = new Submitter({
+      broker: runnerBroker!,
+      topology,
+      history,
+      ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
+      giveUpAt: startedAt + options.durationMs + 60_000,
+    });
+    submitter.schedule(plan.jobs, startedAt);
+    adversary = new Adversary({
+      broker: () => runnerBroker,
+      topology,
+      history,
+      fleetKey,
+      ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
+      intervalMs: options.adversaryIntervalMs,
+      liveWithinMs: options.leaseTtlMs,
+    });
+    adversary.start();
+    nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, ...(node ? { broker: node } : {}) }, history, (m) => log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`));
+    const lastHeal = await nemesis.run(startedAt);
+    log(`last fault healed at +${((lastHeal - startedAt) / 1000).toFixed(1)}s; waiting for the submissions`);
+    await submitter.done();
+    await adversary.stop();
+    log(`the adversary sent ${adversary.sent} forged control requests`);
+    history.record({ kind: 'submissions_done', planned: plan.jobs.reduce((n, j) => n + j.submissions.length, 0), acked: submitter.acked, unacked: submitter.unacked });
+
+    // The drain: every acknowledged submission answered by a result message.
+    const drainStart = Date.now();
+    const missing = () => [...submitter!.ackedKeys].filter((k) => !observer.answeredKeys.has(k));
+    let lastReport = 0;
+    while (missing().length > 0 && Date.now() - drainStart < options.drainTimeoutMs) {
+      if (Date.now() - lastReport > 10_000) {
+        lastReport = Date.now();
+        log(`draining: ${missing().length} acknowledged submissions not answered yet`);
+      }
+      await delay(200);
+    }
+    const left = missing();
+    history.record({
+      kind: 'drain',
+      complete: left.length === 0,
+      waitedMs: Date.now() - drainStart,
+      missing: left.map((k) => {
+        const [tenant, key] = k.split('\u0000');
+        return { tenant: tenant!, key: key! };
+      }),
+    });
+    log(left.length === 0 ? `drained in ${((Date.now() - drainStart) / 1000).toFixed(1)} s` : `drain gave up with ${left.length} unanswered`);
+
+    // Let the last redeliveries and stale work messages be consumed, then stop the workers.
+    await delay(Math.max(2000, 2 * options.leaseTtlMs));
+    await Promise.all([...workers.values()].map((w) => w.shutdown(15_000)));
+    if (node) history.record({ kind: 'queues_final', ...(await settledQueues(node, observer.queue)) });
+    else await delay(2000); // the orchestrator's last consumption of what the workers left
+    await observer.stop();
+    await orchestrator.shutdown(15_000);
+    await runnerBroker!.close();
+    runnerBroker = undefined;
+    // Stopped, the embedded broker has put back what its consumers held: its store is what is left.
+    if (!node) history.record({ kind: 'queues_final', ...storedQueues(join(dirs.orchestrator, 'broker.db'), observer.queue) });
+    await recordLedger(join(dirs.orchestrator, 'ledger.db'), history);
+    history.record({ kind: 'run_end', ok: true });
+  } catch (error) {
+    failure = error;
+    history.record({ kind: 'run_end', ok: false, error: error instanceof Error ? error.message : String(error) });
+    log(`the run failed: ${error instanceof Error ? error.stack : String(error)}`);
+  } finally {
+    nemesis?.stop();
+    submitter?.cancel();
+    await adversary?.stop();
+    for (const p of processes) {
+      p.killForGood();
+      active.processes.delete(p);
+    }
+    await runnerBroker?.close().catch(() => undefined);
+    for (const proxy of proxies.values()) await proxy.close().catch(() => undefined);
+    if (node) {
+      await node.stop().catch((error: unknown) => log(`could not stop the RabbitMQ node: ${String(error)}`));
+      active.nodes.delete(node);
+      rmSync(join(dirs.rabbit, 'mnesia'), { recursive: true, force: true });
+    }
+  }
+
+  const events = readHistory(dirs.history);
+  writeMergedHistory(join(runDir, 'history.jsonl'), events);
+  const report = check(events);
+  if (failure !== undefined) report.ok = false;
+  const elapsedMs = Date.now() - began;
+  let text = formatReport(report, { elapsedMs });
+  if (failure !== undefined) text += `\nthe run itself failed: ${failure instanceof Error ? failure.message : String(failure)}`;
+  writeFileSync(join(runDir, 'report.json'), JSON.stringify(report, null, 2));
+  writeFileSync(join(runDir, 'report.txt'), `${text}\n`);
+  const kept = options.keep || !report.ok;
+  if (!kept) rmSync(runDir, { recursive: true, force: true });
+  return { report, text, runDir, elapsedMs, kept };
+}
+
+function workerNames(n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `w${i + 1}`);
+}
+
+/** Queue depths once they stop moving (or after 20 s): every queue of the run should be empty. */
+async function settledQueues(node: RabbitNode, observerQueue: string) {
+  const deadline = Date.now() + 20_000;
+  let queues: Array<{ name: string; messages: number; unacked: number }> = [];
+  try {
+    for (;;) {
+      queues = (await node.listQueues()).filter((q) => q.name.startsWith(`${prefix}.`) || q.name === observerQueue);
+      if (queues.every((q) => q.messages === 0 && q.unacked === 0) || Date.now() > deadline) return { queues };
+      await delay(1000);
+    }
+  } catch (error) {
+    return { queues, error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/** What the embedded broker's store holds per queue once it is stopped (nothing is unacked then). */
+function storedQueues(path: string, observerQueue: string) {
+  try {
+    const store = EmbeddedBrokerStore.open(path);
+    try {
+      const { queues, messages } = store.load();
+      return {
+        queues: queues
+          .filter((name) => name.startsWith(`${prefix}.`) || name === observerQueue)
+          .map((name) => ({ name, messages: messages.filter((m) => m.queue === name).length, unacked: 0 })),
+      };
+    } finally {
+      store.close();
+    }
+  } catch (error) {
+    return { queues: [], error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/** The final ledger: every job with its attempts, the unsent outbox, and the stored outputs of finished jobs. */
+async function recordLedger(path: string, history: HistoryWriter): Promise<void> {
+  const ledger = await openSqliteLedger({ path });
+  try {
+    const jobs: Job[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await ledger.listJobs({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+      jobs.push(...page.jobs);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
+    for (const job of jobs.reverse()) {
+      history.record({ kind: 'ledger_job', job, attempts: await ledger.getAttempts(job.id) });
+      for (const [name, file] of Object.entries(job.result?.outputs ?? {})) {
+        if (!existsSync(file)) {
+          history.record({ kind: 'stored_output', jobId: job.id, name, path: file, exists: false });
+          continue;
+        }
+        const bytes = readFileSync(file);
+        history.record({
+          kind: 'stored_output',
+          jobId: job.id,
+          name,
+          path: file,
+          exists: true,
+          bytes: statSync(file).size,
+          sha256: createHash('sha256').update(bytes).digest('hex'),
+        });
+      }
+    }
+    history.record({ kind: 'outbox_final', unsent: (await ledger.outboxStats()).unsent });
+  } finally {
+    await ledger.close();
+  }
+}
+
+/** Whether this build's orchestrator serves the HTTP API (`--port`) and can make keys. */
+async function detectHttp(cli: string): Promise<boolean> {
+  const help = await runCli(cli, ['orchestrator', '--help']).catch(() => '');
+  if (!help.includes('--port')) return false;
+  const keysHelp = await runCli(cli, ['keys', 'create', '--help']).catch(() => '');
+  return keysHelp.includes('--tenant');
+}
+
+async function createKey(cli: string, tenant: string, dataDir: string): Promise<string> {
+  const out = await runCli(cli, ['keys', 'create', '--tenant', tenant, '--data-dir', dataDir]);
+  const key = out.trim().split('\n').pop()?.trim();
+  if (!key) throw new Error(`planrun keys create --tenant ${tenant} printed no key`);
+  return key;
+}
+
+function runCli(cli: string, args: string[]): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(process.execPath, [cli, ...args], { timeout: 30_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`planrun ${args.join(' ')}: ${error.message}\n${stderr}`));
+      else resolvePromise(stdout);
+    });
+  });
+}
