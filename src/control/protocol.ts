@@ -9,6 +9,7 @@
  * callers branch on `code`, never on a message string or on `instanceof` across the wire.
  */
 import { z } from 'zod';
+import { boundedStack } from '../core/errors.js';
 
 const leaseRef = z.object({
   jobId: z.string().min(1),
@@ -29,6 +30,8 @@ const serializedError = z.object({
   class: z.enum(['permanent', 'transient', 'fatal']),
   code: z.string(),
   message: z.string(),
+  // Cut rather than refused: a settle must not fail for the length of a stack.
+  stack: z.string().transform(boundedStack).optional(),
 });
 
 const jobResult = z.object({
