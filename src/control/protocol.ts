@@ -34,6 +34,17 @@ const serializedError = z.object({
   stack: z.string().transform(boundedStack).optional(),
 });
 
+/**
+ * A job type a worker has in its modules but does not offer, for want of capabilities it
+ * requires: the fleet can then say what a job of that type is missing, not only that no
+ * worker offers it.
+ */
+const heldBackType = z.object({
+  type: z.string(),
+  missing: z.array(z.string()),
+});
+export type HeldBackType = z.infer<typeof heldBackType>;
+
 const jobResult = z.object({
   data: z.unknown().optional(),
   outputs: z.record(z.string(), z.string()).optional(),
@@ -54,6 +65,8 @@ export const controlRequest = z.discriminatedUnion('op', [
     secret: workerSecret,
     jobTypes: z.array(z.string()),
     capabilities: z.array(z.string()),
+    // Optional: a worker of an earlier version sends none.
+    heldBack: z.array(heldBackType).optional(),
     slots: z.number().int().min(0),
     leases: z.array(leaseRef.extend({ tenant: z.string().min(1) })),
   }),

@@ -7,10 +7,11 @@ import { type SerializedError } from '../core/errors.js';
 import type { JobResult, WorkMessage } from '../ledger/ledger.js';
 import { defaultTopology, tenantHeader, type Topology } from '../topology.js';
 import { Admission } from './admission.js';
-import { ControlErrorCode, type LeaseReply } from '../control/protocol.js';
+import { ControlErrorCode, type HeldBackType, type LeaseReply } from '../control/protocol.js';
 import { ControlClient, ControlError, newWorkerSecret } from './control-client.js';
 import { DedupMemory } from './dedup.js';
 import { LeaseBook, type HeldLease } from './lease-book.js';
+import { offeredTypes } from './offered-types.js';
 import type { OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
 import type { RunTask } from './runner/protocol.js';
@@ -116,6 +117,7 @@ export class Worker {
   private readonly events = new WorkerEvents();
   private readonly running = new Map<string, RunningJob>();
   private readonly typesByName: Map<string, JobType>;
+  private readonly heldBack: HeldBackType[];
   private subscriptions: Subscription[] = [];
   private consuming = false;
   private stopping = false;
@@ -143,14 +145,12 @@ export class Worker {
     });
     this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
     this.leases = new LeaseBook(this.clock);
-    // A worker offers (consumes, and reports to the fleet) only the types it can run.
-    const runnable = options.jobTypes.filter((type) => (type.requires ?? []).every((c) => options.capabilities.includes(c)));
-    for (const type of options.jobTypes) {
-      if (!runnable.includes(type)) {
-        options.logger.warn({ type: type.name, requires: type.requires }, 'job type not offered: this worker lacks a capability it requires');
-      }
+    const { offered, heldBack } = offeredTypes(options.jobTypes, options.capabilities);
+    for (const { type, missing } of heldBack) {
+      options.logger.warn({ type, missing }, 'job type not offered: this worker lacks a capability it requires');
     }
-    this.typesByName = new Map(runnable.map((type) => [type.name, type]));
+    this.typesByName = new Map(offered.map((type) => [type.name, type]));
+    this.heldBack = heldBack;
   }
 
   onEvent(listener: (event: WorkerEvent) => void): () => void {
@@ -557,6 +557,7 @@ export class Worker {
         worker: this.id,
         jobTypes: [...this.typesByName.keys()],
         capabilities: [...this.options.capabilities],
+        heldBack: this.heldBack,
         slots: this.options.slots,
         leases: held.map(({ jobId, attempt, token, tenant }) => ({ jobId, attempt, token, tenant })),
       });
