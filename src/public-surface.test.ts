@@ -7,23 +7,15 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { packageRoot } from './testing/package-root.js';
 import { tempDir } from './testing/temp-dir.js';
 import { loadJobTypes } from './worker/runner/job-type.js';
 
-function packageRoot(): string {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'planrun') return dir;
-  }
-  throw new Error('no package.json of planrun above this test');
-}
-
-const root = packageRoot();
+const root = packageRoot;
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const dir = tempDir('planrun-public-surface-');
 after(() => dir.remove());

@@ -12,30 +12,20 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../testing/free-port.js';
+import { packageRoot } from '../testing/package-root.js';
 import { tempDir } from '../testing/temp-dir.js';
 import { waitFor } from '../testing/wait.js';
 import { cliPath } from '../testing/worker-process.js';
 
-/** The folder of planrun's package.json: what `npm install planrun` puts in a user's node_modules. */
-function packageRoot(): string {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'planrun') return dir;
-  }
-  throw new Error('no package.json of planrun above this test');
-}
-
-const root = packageRoot();
 
 /** The README's "Writing a job type" section: its code blocks by the file name on their first line, and its `planrun up` line. */
 function readmeExample(): { modules: Map<string, string>; upCommand: string[] } {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const readme = readFileSync(join(packageRoot, 'README.md'), 'utf8');
   const section = /^## Writing a job type\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1];
   assert.ok(section, 'README.md has a "Writing a job type" section');
   const modules = new Map<string, string>();
@@ -80,7 +70,7 @@ after(async () => {
 function userProject(name: string, packageJson: object, module: string): string {
   const project = join(dir.path, name);
   mkdirSync(join(project, 'node_modules'), { recursive: true });
-  symlinkSync(root, join(project, 'node_modules', 'planrun'), 'dir');
+  symlinkSync(packageRoot, join(project, 'node_modules', 'planrun'), 'dir');
   writeFileSync(join(project, 'package.json'), JSON.stringify(packageJson, null, 2));
   const source = example.modules.get(module);
   assert.ok(source, `README.md shows ${module}`);
