@@ -70,6 +70,12 @@ describe('TypeScript job modules', () => {
     assert.equal(process.sourceMapsEnabled, true);
   });
 
+  it("a CommonJS module compiled from ESM (tsc's module: commonjs) is taken by its exports.default", async () => {
+    const compiled = join(project, 'compiled-jobs.cjs');
+    writeFileSync(compiled, '"use strict";\nObject.defineProperty(exports, "__esModule", { value: true });\nexports.default = [{ name: "compiled", run: () => ({}) }];\n');
+    assert.deepEqual((await loadJobTypes(compiled)).map((type) => type.name), ['compiled']);
+  });
+
   it('a job process loads .ts (as CommonJS here) and .mts modules and runs their jobs', async () => {
     assert.deepEqual(await run('add', [1, 2, 3]), { ok: true, result: { data: { sum: 6 } } });
     assert.deepEqual(await run('greet', null), { ok: true, result: { data: 'hello' } });
