@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { boundedStack } from '../core/errors.js';
+import type { GrantRefusal, LeaseLoss, ReleaseResult, SettleResult } from '../ledger/ledger.js';
 
 const leaseRef = z.object({
   jobId: z.string().min(1),
@@ -91,33 +92,37 @@ export const controlRequest = z.discriminatedUnion('op', [
 export type ControlRequest = z.infer<typeof controlRequest>;
 export type ControlOp = ControlRequest['op'];
 
-/** What each operation answers. `ttlMs` lets a worker compute its own deadline from its own clock. */
+/**
+ * What each operation answers. `ttlMs` lets a worker compute its own deadline from its own
+ * clock. Refusals carry the ledger's own codes (GrantRefusal, LeaseLoss), which the worker
+ * reports in its events as they came.
+ */
 export type LeaseReply =
   | { op: 'lease'; jobId: string; attempt: number; granted: true; token: string; ttlMs: number; input: unknown; requires: string[] }
-  | { op: 'lease'; jobId: string; attempt: number; granted: false; reason: string };
+  | { op: 'lease'; jobId: string; attempt: number; granted: false; reason: GrantRefusal };
 
 export interface HeartbeatReply {
   op: 'heartbeat';
   ttlMs: number;
   renewed: Array<{ jobId: string; attempt: number }>;
-  lost: Array<{ jobId: string; attempt: number; reason: string }>;
+  lost: Array<{ jobId: string; attempt: number; reason: LeaseLoss }>;
 }
 
 export type FenceReply =
   | { op: 'fence'; jobId: string; attempt: number; live: true; ttlMs: number }
-  | { op: 'fence'; jobId: string; attempt: number; live: false; reason: string };
+  | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
 
 export type ProgressReply =
   | { op: 'progress'; jobId: string; attempt: number; accepted: true }
-  | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: string };
+  | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
 export type SettleReply =
-  | { op: 'settle'; jobId: string; attempt: number; accepted: true; state: string; transition: string }
-  | { op: 'settle'; jobId: string; attempt: number; accepted: false; reason: string };
+  | { op: 'settle'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<SettleResult, { accepted: true }>['transition'] }
+  | { op: 'settle'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
 export type ReleaseReply =
-  | { op: 'release'; jobId: string; attempt: number; accepted: true; state: string; transition: string }
-  | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: string };
+  | { op: 'release'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<ReleaseResult, { accepted: true }>['transition'] }
+  | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
 export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | ProgressReply | SettleReply | ReleaseReply;
 

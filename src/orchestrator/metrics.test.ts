@@ -35,6 +35,8 @@ describe('orchestrator metrics', () => {
     await waitFor('both results', () => harness.resultsFor(ok.job.id).length === 1 && harness.resultsFor(bad.job.id).length === 1);
     const { body, contentType } = await harness.orchestrator.metrics.render();
     assert.match(contentType, /text\/plain/);
+    assert.ok(sample(body, 'planrun_process_cpu_user_seconds_total') !== undefined, 'process metrics under planrun_process_');
+    assert.ok(!body.includes('planrun_process_process_'), 'no doubled prefix');
     assert.equal(sample(body, 'planrun_jobs', '{state="finished"}'), 1);
     assert.equal(sample(body, 'planrun_jobs', '{state="failed"}'), 1);
     assert.equal(sample(body, 'planrun_jobs', '{state="queued"}'), 0);

@@ -30,7 +30,7 @@ export class OrchestratorMetrics {
     private readonly clock: Clock,
     private readonly types: TypeLabels,
   ) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'planrun_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'planrun_' });
     new Gauge({
       name: 'planrun_jobs',
       help: 'Jobs in the ledger by state',

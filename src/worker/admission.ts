@@ -1,11 +1,9 @@
 import { statfs } from 'node:fs/promises';
 
-export interface AdmissionDecision {
-  admitted: boolean;
-  /** Why not, for logs and metrics. */
-  reason?: 'no_free_slot' | 'no_disk_reserve';
-  detail?: string;
-}
+/** Why a delivery was not admitted: every slot taken, or too little disk for its output reserve. */
+export type AdmissionRefusal = 'no_free_slot' | 'no_disk_reserve';
+
+export type AdmissionDecision = { admitted: true } | { admitted: false; reason: AdmissionRefusal; detail?: string };
 
 /**
  * The gates in front of the work: never more running jobs than slots, and never a start

@@ -8,8 +8,8 @@ export interface HeldLease {
   /**
    * This worker's own idea of when the lease ends. It is never later than the ledger's:
    * it is measured from when the granting or renewing request was *sent*, moves only on
-   * replies that confirm the renewal, and the TTL it is given already has a safety margin
-   * for clock-rate drift taken off.
+   * replies that confirm the renewal, and a safety margin for clock-rate drift is taken
+   * off the TTL (see deadlineFor).
    */
   localDeadline: number;
   /** Aborts the job when the lease is lost. */
@@ -20,10 +20,19 @@ export interface HeldLease {
 export class LeaseBook {
   private readonly leases = new Map<string, HeldLease>();
 
-  constructor(private readonly clock: Clock) {}
+  /** `safetyFraction`: the fraction of each TTL kept as a margin for clock-rate drift. */
+  constructor(
+    private readonly clock: Clock,
+    private readonly safetyFraction: number,
+  ) {}
+
+  /** The local deadline of a lease granted or renewed for `ttlMs` by a request sent at `sentAt`, the margin taken off. */
+  deadlineFor(sentAt: number, ttlMs: number): number {
+    return sentAt + ttlMs * (1 - this.safetyFraction);
+  }
 
   add(lease: Omit<HeldLease, 'abort' | 'localDeadline'>, sentAt: number, ttlMs: number): HeldLease {
-    const held: HeldLease = { ...lease, localDeadline: sentAt + ttlMs, abort: new AbortController() };
+    const held: HeldLease = { ...lease, localDeadline: this.deadlineFor(sentAt, ttlMs), abort: new AbortController() };
     this.leases.set(lease.jobId, held);
     return held;
   }
@@ -44,7 +53,7 @@ export class LeaseBook {
   renewed(jobId: string, attempt: number, sentAt: number, ttlMs: number): void {
     const lease = this.leases.get(jobId);
     if (!lease || lease.attempt !== attempt) return;
-    lease.localDeadline = Math.max(lease.localDeadline, sentAt + ttlMs);
+    lease.localDeadline = Math.max(lease.localDeadline, this.deadlineFor(sentAt, ttlMs));
   }
 
   /** Whether this worker may still act on the lease by its own clock. */

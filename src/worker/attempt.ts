@@ -1,0 +1,238 @@
+import type { Logger } from 'pino';
+import { isBrokerError } from '../broker/broker.js';
+import type { Clock } from '../core/clock.js';
+import type { SerializedError } from '../core/errors.js';
+import type { JobResult, SettleOutcome } from '../ledger/ledger.js';
+import type { ControlClient } from './control-client.js';
+import { describeError } from './describe-error.js';
+import type { HeldLease, LeaseBook } from './lease-book.js';
+import type { OutputStore } from './output-store.js';
+import type { JobType } from './runner/job-type.js';
+import type { RunTask } from './runner/protocol.js';
+import type { RunOutcome } from './runner/run-outcome.js';
+import { createScratch, removeScratch } from './runner/scratch.js';
+import type { FencedOutReason, LeaseLossReason, WorkerEvents } from './worker-events.js';
+
+/** Runs job code; the process pool in production, anything with the same contract in tests. */
+export interface JobRunner {
+  run(task: RunTask, hooks: { onProgress(fraction: number, message?: string): void; signal?: AbortSignal }): Promise<RunOutcome>;
+  close(): Promise<void>;
+}
+
+/** What the attempts of one worker share: its services, and the two things only the worker can do. */
+export interface AttemptContext {
+  control: ControlClient;
+  leases: LeaseBook;
+  runner: JobRunner;
+  outputStore: OutputStore;
+  scratchRoot: string;
+  events: WorkerEvents;
+  logger: Logger;
+  clock: Clock;
+  /** Progress goes to the orchestrator at most this often per job. */
+  progressIntervalMs: number;
+  /** How long a control request waits; a settle tried again waits at most this long (and 500 ms) in between. */
+  controlTimeoutMs: number;
+  /** The job's code raised a Fatal error: the worker stops, handing this attempt back with the others. */
+  fatal(attempt: Attempt, error: SerializedError): Promise<void>;
+  /** The attempt is over: the worker no longer counts it as running. Called before its scratch is removed. */
+  forget(attempt: Attempt): void;
+}
+
+const cancelledByTenant: SerializedError = { class: 'permanent', code: 'cancelled', message: 'cancelled by its tenant' };
+
+/**
+ * One attempt's life on this worker, from its grant to its end: the job's code runs while
+ * the worker's heartbeat keeps the lease; then, if the lease held, its outputs are stored
+ * only after the fence says the lease is still this attempt's, and its outcome is settled.
+ * A lease lost on the way aborts the job, and whatever it returns is dropped (a cancelled
+ * job is settled as cancelled); a lease handed back (the worker stops) is dropped silently.
+ */
+export class Attempt {
+  /** Why the lease was lost, once it was. */
+  private lost: LeaseLossReason | undefined;
+  /** The release of this lease, once asked for (see handBack): nothing more is said about the attempt then. */
+  private handingBack: Promise<void> | undefined;
+  private codeReturned = false;
+  /** The worker forgot the attempt: a loss heard now is of no consequence. */
+  private over = false;
+  private lastProgressSentAt = 0;
+
+  constructor(
+    private readonly context: AttemptContext,
+    readonly lease: HeldLease,
+    private readonly type: JobType,
+  ) {}
+
+  /** The job's code returned: its outcome is being fenced, stored or settled, so it is not handed back. */
+  get returned(): boolean {
+    return this.codeReturned;
+  }
+
+  /** Runs the job and deals with its outcome; resolves once the attempt is over and its scratch removed. Never rejects. */
+  async run(input: unknown): Promise<void> {
+    const { lease, context } = this;
+    let scratchDir: string | undefined;
+    try {
+      scratchDir = await createScratch(context.scratchRoot, lease.jobId, lease.attempt);
+      const task: RunTask = { jobId: lease.jobId, attempt: lease.attempt, tenant: lease.tenant, type: this.type.name, input, scratchDir };
+      const outcome = await context.runner.run(task, { onProgress: (fraction, message) => this.onProgress(fraction, message), signal: lease.abort.signal });
+      this.codeReturned = true;
+      await this.finish(outcome, scratchDir);
+    } catch (error) {
+      context.logger.error({ jobId: lease.jobId, err: describeError(error) }, 'job handling failed');
+    } finally {
+      this.over = true;
+      context.forget(this);
+      context.leases.remove(lease.jobId);
+      if (scratchDir) await removeScratch(scratchDir).catch(() => undefined);
+      context.events.emit({ type: 'job_done', jobId: lease.jobId, attempt: lease.attempt });
+    }
+  }
+
+  /** The lease is lost: the job is aborted, and what it returns will not be stored. Only the first loss counts. */
+  lose(reason: LeaseLossReason): void {
+    if (this.over || this.lost || this.handingBack) return;
+    const { lease, context } = this;
+    this.lost = reason;
+    context.events.emit({ type: 'lease_lost', jobId: lease.jobId, attempt: lease.attempt, reason });
+    context.logger.warn({ jobId: lease.jobId, attempt: lease.attempt, reason }, 'lease lost; stopping the job');
+    lease.abort.abort(new Error(`lease lost: ${reason}`));
+  }
+
+  /**
+   * Gives the lease back to the ledger before its end (release): the attempt ends with
+   * `error` recorded and the next one is due at once, instead of a lease TTL later. The
+   * job's process is aborted; whatever it still returns is dropped. If the orchestrator
+   * cannot be reached the lease simply runs out, as after a crash. Once per attempt.
+   */
+  handBack(error: SerializedError): Promise<void> {
+    this.handingBack ??= this.release(error);
+    return this.handingBack;
+  }
+
+  private async release(error: SerializedError): Promise<void> {
+    const { lease, context } = this;
+    lease.abort.abort(new Error(`the job is handed back: ${error.message}`));
+    const handedBack = { type: 'handed_back', jobId: lease.jobId, attempt: lease.attempt, code: error.code } as const;
+    try {
+      const reply = await context.control.release({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, error });
+      context.events.emit({ ...handedBack, outcome: reply.accepted ? reply.transition : `refused ${reply.reason}` });
+    } catch (err) {
+      context.logger.warn({ jobId: lease.jobId, err: describeError(err) }, 'lease not handed back; it runs out instead');
+      context.events.emit({ ...handedBack, outcome: 'unconfirmed' });
+    }
+  }
+
+  private async finish(outcome: RunOutcome, scratchDir: string): Promise<void> {
+    const { lease, context } = this;
+    if (this.handingBack) return;
+    if (this.lost === 'cancelled') {
+      await this.settle({ kind: 'failed', error: cancelledByTenant });
+      return;
+    }
+    if (this.lost) {
+      context.events.emit({ type: 'abandoned', jobId: lease.jobId, attempt: lease.attempt, reason: this.lost });
+      return;
+    }
+    if (!outcome.ok) {
+      if (outcome.error.class === 'fatal') await context.fatal(this, outcome.error);
+      else await this.settle({ kind: 'failed', error: outcome.error });
+      return;
+    }
+    const files = outcome.result.outputs ?? [];
+    const storing = files.length > 0;
+    // The fence guards outputs becoming visible. A job that returned none has nothing to
+    // fence or store: the settle is itself a CAS keyed to this attempt's live lease, so a
+    // stale attempt still announces nothing. That saves a control round trip (and an empty
+    // output folder) per job.
+    const fencedOut = storing ? await this.fence() : undefined;
+    if (fencedOut) {
+      context.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: fencedOut });
+      return;
+    }
+    let result: JobResult;
+    try {
+      let outputs: Record<string, string> = {};
+      if (storing) {
+        outputs = await context.outputStore.put(lease, scratchDir, files);
+        context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
+      }
+      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs };
+    } catch (error) {
+      await this.settle({ kind: 'failed', error: { class: 'transient', code: 'output_store_failed', message: describeError(error) } });
+      return;
+    }
+    await this.settle({ kind: 'finished', result });
+  }
+
+  /**
+   * The fence before any output becomes visible: ask the ledger. If it cannot be asked,
+   * trust only the local deadline, which is never later than the ledger's. Says why the
+   * outputs may not be stored, or nothing if they may.
+   */
+  private async fence(): Promise<FencedOutReason | undefined> {
+    const { lease, context } = this;
+    // A loss heard before (or while) the fence is asked names the reason; else it is the local deadline.
+    const notLive = (): FencedOutReason => this.lost ?? 'lease not live';
+    if (!context.leases.isLocallyLive(lease)) return notLive();
+    try {
+      const reply = await context.control.fence({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant });
+      if (reply.live) return undefined;
+      this.lost = reply.reason;
+      return reply.reason;
+    } catch (error) {
+      context.logger.warn({ jobId: lease.jobId, err: describeError(error) }, 'fence check failed; trusting the local lease deadline');
+      return context.leases.isLocallyLive(lease) ? undefined : notLive();
+    }
+  }
+
+  private async settle(outcome: SettleOutcome): Promise<void> {
+    const { lease, context } = this;
+    let retried = false;
+    for (;;) {
+      try {
+        const reply = await context.control.settle({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, outcome });
+        if (reply.accepted) {
+          context.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: reply.state, transition: reply.transition });
+        } else if (retried && reply.reason === 'ended') {
+          // An earlier try of this same settle was applied; its reply was lost on the way.
+          context.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: 'ended', transition: 'unknown' });
+        } else {
+          context.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: reply.reason });
+        }
+        return;
+      } catch (error) {
+        if (!context.leases.isLocallyLive(lease) || !isRetryable(error)) {
+          context.logger.warn({ jobId: lease.jobId, err: describeError(error) }, 'settle not confirmed; the sweeper will retry the job');
+          context.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: 'unconfirmed' });
+          return;
+        }
+        retried = true;
+        await sleep(Math.min(500, context.controlTimeoutMs));
+      }
+    }
+  }
+
+  private onProgress(fraction: number, message?: string): void {
+    const { lease, context } = this;
+    const now = context.clock.now();
+    if (fraction < 1 && now - this.lastProgressSentAt < context.progressIntervalMs) return;
+    this.lastProgressSentAt = now;
+    context.events.emit({ type: 'progress', jobId: lease.jobId, attempt: lease.attempt, fraction });
+    context.control
+      .progress({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, fraction, ...(message === undefined ? {} : { message }) })
+      .then((reply) => {
+        if (!reply.accepted) this.lose(reply.reason);
+      })
+      .catch(() => undefined); // Progress is advisory; the heartbeat keeps the lease.
+  }
+}
+
+function isRetryable(error: unknown): boolean {
+  return isBrokerError(error, 'timeout') || isBrokerError(error, 'disconnected');
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
