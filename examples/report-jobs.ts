@@ -9,15 +9,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import {
-  defineJobType,
-  FatalError,
-  PermanentError,
-  TransientError,
-  type JobContext,
-  type JobRunResult,
-  type JobType,
-} from 'planrun';
+import { defineJobType, FatalError, PermanentError, TransientError, type JobContext, type JobRunResult, type JobType } from 'planrun';
 
 interface ReportInput {
   url: string;

@@ -64,14 +64,39 @@ for (const ledger of ['sqlite', 'postgres'] as const) {
       const ledgerArgs = ledger === 'postgres' ? ['--ledger', `${fastTestUrl()}&schema=${schema}`] : [];
       processes.push(
         await startPlanrunProcess(
-          ['orchestrator', '--amqp', rabbitMqUrl, '--data-dir', dir.path, '--port', String(port), '--prefix', topology.prefix, '--backoff', '100ms', ...ledgerArgs],
+          [
+            'orchestrator',
+            '--amqp',
+            rabbitMqUrl,
+            '--data-dir',
+            dir.path,
+            '--port',
+            String(port),
+            '--prefix',
+            topology.prefix,
+            '--backoff',
+            '100ms',
+            ...ledgerArgs,
+          ],
           'orchestrator ready',
         ),
       );
       processes.push(
         await startWorkerProcess([
-          '--amqp', rabbitMqUrl, '--prefix', topology.prefix, '--jobs', jobsModule, '--slots', '1', '--heartbeat-interval', '300ms',
-          '--output-dir', join(dir.path, 'outputs'), '--scratch-dir', join(dir.path, 'scratch'),
+          '--amqp',
+          rabbitMqUrl,
+          '--prefix',
+          topology.prefix,
+          '--jobs',
+          jobsModule,
+          '--slots',
+          '1',
+          '--heartbeat-interval',
+          '300ms',
+          '--output-dir',
+          join(dir.path, 'outputs'),
+          '--scratch-dir',
+          join(dir.path, 'scratch'),
         ]),
       );
       client = new Client({ url: `http://127.0.0.1:${port}`, key });

@@ -22,7 +22,6 @@ import { tempDir } from '../testing/temp-dir.js';
 import { waitFor } from '../testing/wait.js';
 import { cliPath } from '../testing/worker-process.js';
 
-
 /** The README's "Writing a job type" section: its code blocks by the file name on their first line, and its `planrun up` line. */
 function readmeExample(): { modules: Map<string, string>; upCommand: string[] } {
   const readme = readFileSync(join(packageRoot, 'README.md'), 'utf8');
@@ -56,7 +55,10 @@ before(async () => {
 
   const bin = join(dir.path, 'bin');
   mkdirSync(bin);
-  writeFileSync(join(bin, 'convert'), '#!/bin/sh\n# Stands in for ImageMagick: copies its first argument to its last.\nfor last; do :; done\ncat "$1" > "$last"\n');
+  writeFileSync(
+    join(bin, 'convert'),
+    '#!/bin/sh\n# Stands in for ImageMagick: copies its first argument to its last.\nfor last; do :; done\ncat "$1" > "$last"\n',
+  );
   chmodSync(join(bin, 'convert'), 0o755);
 });
 
@@ -85,21 +87,32 @@ function userEnv(): NodeJS.ProcessEnv {
 /** `planrun up` as the README says, on a free port (the one thing changed), in the project folder. */
 async function startUp(project: string, module: string): Promise<{ child: ChildProcess; output(): string }> {
   const args = example.upCommand.map((arg) => (arg === './my-jobs.ts' ? `./${module}` : arg));
-  const child = spawn(process.execPath, [cliPath, ...args, '--port', String(await freePort())], { cwd: project, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cliPath, ...args, '--port', String(await freePort())], {
+    cwd: project,
+    env: userEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   running.push(child);
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  await waitFor('planrun up to print its banner', () => {
-    if (child.exitCode !== null) throw new Error(`planrun up exited with ${child.exitCode}:\n${output}`);
-    return output.includes('planrun is up');
-  }, 30_000);
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await waitFor(
+    'planrun up to print its banner',
+    () => {
+      if (child.exitCode !== null) throw new Error(`planrun up exited with ${child.exitCode}:\n${output}`);
+      return output.includes('planrun is up');
+    },
+    30_000,
+  );
   return { child, output: () => output };
 }
 
 function stop(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.exitCode !== null || child.signalCode !== null) return;
-  const children = spawnSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  const children = spawnSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter(Boolean)
+    .map(Number);
   child.kill(signal);
   if (signal === 'SIGKILL') for (const pid of children) process.kill(pid, 'SIGKILL');
 }

@@ -153,7 +153,7 @@ async function registerTypeScriptLoader(): Promise<void> {
 function defaultExport(imported: Record<string, unknown>): unknown {
   const value = imported.default;
   if (typeof value === 'object' && value !== null && (value as { __esModule?: unknown }).__esModule === true && 'default' in value) {
-    return (value as { default: unknown }).default;
+    return value.default;
   }
   return value;
 }

@@ -66,14 +66,23 @@ describe('TypeScript job modules', () => {
     await loadJobTypes(jsModule);
     assert.equal(process.sourceMapsEnabled, false, 'loading JavaScript alone leaves tsx out');
     const loaded = await Promise.all([loadJobTypes(commonJsModule), loadJobTypes(esmModule)]);
-    assert.deepEqual(loaded.flat().map((type) => type.name), ['add', 'long-stack', 'greet']);
+    assert.deepEqual(
+      loaded.flat().map((type) => type.name),
+      ['add', 'long-stack', 'greet'],
+    );
     assert.equal(process.sourceMapsEnabled, true);
   });
 
   it("a CommonJS module compiled from ESM (tsc's module: commonjs) is taken by its exports.default", async () => {
     const compiled = join(project, 'compiled-jobs.cjs');
-    writeFileSync(compiled, '"use strict";\nObject.defineProperty(exports, "__esModule", { value: true });\nexports.default = [{ name: "compiled", run: () => ({}) }];\n');
-    assert.deepEqual((await loadJobTypes(compiled)).map((type) => type.name), ['compiled']);
+    writeFileSync(
+      compiled,
+      '"use strict";\nObject.defineProperty(exports, "__esModule", { value: true });\nexports.default = [{ name: "compiled", run: () => ({}) }];\n',
+    );
+    assert.deepEqual(
+      (await loadJobTypes(compiled)).map((type) => type.name),
+      ['compiled'],
+    );
   });
 
   it('a job process loads .ts (as CommonJS here) and .mts modules and runs their jobs', async () => {
