@@ -11,6 +11,7 @@ export {
   serializeError,
   type SerializedError,
 } from './core/errors.js';
+export { defineJobType, type JobContext, type JobRunResult, type JobType } from './worker/runner/job-type.js';
 export type { JobState, FailureReason } from './ledger/states.js';
 export type { Job, JobResult, ResultMessage } from './ledger/ledger.js';
 export { Client } from './client/client.js';

@@ -100,6 +100,10 @@ const serializedErrorSchema = {
     class: { type: 'string', enum: ['permanent', 'transient', 'fatal'] },
     code: { type: 'string' },
     message: { type: 'string' },
+    stack: {
+      type: 'string',
+      description: 'where job code threw an error that is none of the three classes: its stack, at most 4096 characters (attempts only)',
+    },
   },
 } as const;
 

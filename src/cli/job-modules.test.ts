@@ -1,7 +1,8 @@
 /**
  * Issue 18, finding 6: a `--jobs` module that cannot load used to surface only in the
  * workers (a restart loop of stack traces behind a ready API). `planrun up` and `planrun
- * worker` now check it before anything starts and exit 2 with one line.
+ * worker` now check it before anything starts and exit 2 with one line. Issue 19: a
+ * TypeScript module is loaded (through tsx), and its mistakes are told the same way.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -33,7 +34,17 @@ const cases: Array<{ what: string; module: string; expect: RegExp }> = [
     expect: /invalid job types module .*invalid\.mjs: job type #0 "a": run is missing .*; job type #1 "b c": name "b c" must start/,
   },
   { what: 'an error thrown while loading', module: moduleFile('throws.mjs', 'const x = 1;\nthrow new Error("no GPU here");\n'), expect: /throws\.mjs:2 failed to load: Error: no GPU here/ },
-  { what: 'a TypeScript file', module: moduleFile('jobs.ts', 'export default [];\n'), expect: /jobs\.ts is TypeScript, which planrun does not load: compile it/ },
+  {
+    what: 'a syntax error in a TypeScript file',
+    module: moduleFile('syntax.ts', 'const n: number = 1;\nexport default [\n  { name: "a", run() {} }\n};\n'),
+    expect: /syntax\.ts:4: SyntaxError: Expected "\]" but found "\}"$/,
+  },
+  {
+    what: 'an error thrown while a TypeScript file loads (the line is the .ts line)',
+    module: moduleFile('throws.ts', 'interface Gpu {\n  ok: boolean;\n}\nconst gpu: Gpu = { ok: false };\nif (!gpu.ok) throw new Error("no GPU here");\nexport default [];\n'),
+    expect: /throws\.ts:5 failed to load: Error: no GPU here$/,
+  },
+  { what: 'an empty TypeScript module', module: moduleFile('empty.mts', 'const jobs: never[] = [];\nexport default jobs;\n'), expect: /invalid job types module .*empty\.mts: the list is empty$/ },
   { what: 'a type defined twice', module: moduleFile('twice.mjs', 'export default [{ name: "sleep", run() {} }];\n'), expect: /job type "sleep" is defined twice/ },
 ];
 

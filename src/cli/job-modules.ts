@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { extname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadJobTypeRegistry, loadJobTypes, type JobType } from '../worker/runner/job-type.js';
+import { isTypeScriptModule, loadJobTypeRegistry, loadJobTypes, type JobType } from '../worker/runner/job-type.js';
 import { builtInJobTypesModule } from './commands/worker.js';
 import { UsageError } from './options.js';
 
@@ -16,9 +16,6 @@ import { UsageError } from './options.js';
 export async function checkJobModules(given: readonly string[]): Promise<{ modules: string[]; registry: Map<string, JobType> }> {
   for (const module of given) {
     const file = resolve(module);
-    if (['.ts', '.mts', '.cts'].includes(extname(file))) {
-      throw new UsageError(`job types module ${module} is TypeScript, which planrun does not load: compile it (e.g. tsc) and pass the .js file`);
-    }
     if (!existsSync(file)) throw new UsageError(`job types module ${module}: no such file`);
     try {
       await loadJobTypes(file);
@@ -36,6 +33,8 @@ export async function checkJobModules(given: readonly string[]): Promise<{ modul
 
 function describeLoadFailure(module: string, file: string, error: unknown): string {
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause : undefined;
+  const typeScript = cause && isTypeScriptModule(file) ? typeScriptSyntaxError(cause) : undefined;
+  if (typeScript) return `job types module ${module}:${typeScript.line}: SyntaxError: ${typeScript.message}`;
   if (cause instanceof SyntaxError) {
     const line = syntaxErrorLine(file);
     return `job types module ${module}${line === undefined ? '' : `:${line}`}: SyntaxError: ${cause.message}`;
@@ -46,6 +45,17 @@ function describeLoadFailure(module: string, file: string, error: unknown): stri
     return `job types module ${module}${at ? `:${at[1]}` : ''} failed to load: ${oneLine(`${cause.name}: ${cause.message}`)}`;
   }
   return oneLine(error instanceof Error ? error.message : String(error));
+}
+
+/**
+ * tsx (esbuild) refuses a .ts file it cannot parse with an Error whose message reads
+ * `Transform failed with 1 error:\n<file>:<line>:<column>: ERROR: <what>`; the first
+ * error is the one to fix.
+ */
+function typeScriptSyntaxError(error: Error): { line: number; message: string } | undefined {
+  if (!error.message.startsWith('Transform failed')) return undefined;
+  const first = /^.+?:(\d+):\d+: ERROR: (.+)$/m.exec(error.message);
+  return first ? { line: Number(first[1]), message: first[2]! } : undefined;
 }
 
 /**

@@ -97,6 +97,8 @@ export interface FleetWorker {
   id: string;
   jobTypes: string[];
   capabilities: string[];
+  /** Job types it has but does not offer, each with the capabilities it lacks for it. */
+  heldBack: Array<{ type: string; missing: string[] }>;
   /** Jobs it runs at once. */
   slots: number;
   /** Jobs it ran at its last heartbeat. */

@@ -9,6 +9,7 @@
  * callers branch on `code`, never on a message string or on `instanceof` across the wire.
  */
 import { z } from 'zod';
+import { boundedStack } from '../core/errors.js';
 import type { GrantRefusal, LeaseLoss, ReleaseResult, SettleResult } from '../ledger/ledger.js';
 
 const leaseRef = z.object({
@@ -30,7 +31,20 @@ const serializedError = z.object({
   class: z.enum(['permanent', 'transient', 'fatal']),
   code: z.string(),
   message: z.string(),
+  // Cut rather than refused: a settle must not fail for the length of a stack.
+  stack: z.string().transform(boundedStack).optional(),
 });
+
+/**
+ * A job type a worker has in its modules but does not offer, for want of capabilities it
+ * requires: the fleet can then say what a job of that type is missing, not only that no
+ * worker offers it.
+ */
+const heldBackType = z.object({
+  type: z.string(),
+  missing: z.array(z.string()),
+});
+export type HeldBackType = z.infer<typeof heldBackType>;
 
 const jobResult = z.object({
   data: z.unknown().optional(),
@@ -52,6 +66,8 @@ export const controlRequest = z.discriminatedUnion('op', [
     secret: workerSecret,
     jobTypes: z.array(z.string()),
     capabilities: z.array(z.string()),
+    // Optional: a worker of an earlier version sends none.
+    heldBack: z.array(heldBackType).optional(),
     slots: z.number().int().min(0),
     leases: z.array(leaseRef.extend({ tenant: z.string().min(1) })),
   }),

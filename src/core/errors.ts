@@ -16,6 +16,26 @@ export interface SerializedError {
   class: ErrorClass;
   code: string;
   message: string;
+  /**
+   * The stack of an error job code threw that is none of the three classes (most often a
+   * bug), so it can be found: at most MAX_ERROR_STACK_LENGTH characters, the top frames.
+   * A planrun error carries none: its class and code already say what happened.
+   */
+  stack?: string;
+}
+
+/** Most characters of a stack kept with an error: the top frames, where a bug shows. */
+export const MAX_ERROR_STACK_LENGTH = 4096;
+
+const STACK_CUT_MARK = '\n    [...the stack goes on: cut at 4096 characters]';
+
+/** A stack cut to at most MAX_ERROR_STACK_LENGTH characters; one within the bound comes back unchanged. */
+export function boundedStack(stack: string): string {
+  if (stack.length <= MAX_ERROR_STACK_LENGTH) return stack;
+  let kept = stack.slice(0, MAX_ERROR_STACK_LENGTH - STACK_CUT_MARK.length);
+  // Never end on half of a surrogate pair.
+  if (/[\uD800-\uDBFF]$/.test(kept)) kept = kept.slice(0, -1);
+  return kept + STACK_CUT_MARK;
 }
 
 // Symbol.for survives duplicate copies of the package and other realms (as in Temporal's SDK).
@@ -76,9 +96,13 @@ export const UNCLASSIFIED_CODE = 'unclassified';
 
 export function serializeError(error: unknown): SerializedError {
   if (isJobError(error)) return error.toJSON();
-  if (isSerializedError(error)) return { class: error.class, code: error.code, message: error.message };
+  if (isSerializedError(error)) return { class: error.class, code: error.code, message: error.message, ...stackOf(error.stack) };
   const message = error instanceof Error ? error.message : String(error);
-  return { class: ErrorClass.transient, code: UNCLASSIFIED_CODE, message };
+  return { class: ErrorClass.transient, code: UNCLASSIFIED_CODE, message, ...stackOf(error instanceof Error ? error.stack : undefined) };
+}
+
+function stackOf(stack: unknown): { stack?: string } {
+  return typeof stack === 'string' && stack !== '' ? { stack: boundedStack(stack) } : {};
 }
 
 export function isSerializedError(value: unknown): value is SerializedError {

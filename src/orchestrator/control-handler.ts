@@ -92,7 +92,14 @@ export class ControlHandler {
   }
 
   private async heartbeat(request: Extract<ControlRequest, { op: 'heartbeat' }>): Promise<HeartbeatReply | ControlFailure> {
-    const report = { worker: request.worker, jobTypes: request.jobTypes, capabilities: request.capabilities, slots: request.slots, running: request.leases.length };
+    const report = {
+      worker: request.worker,
+      jobTypes: request.jobTypes,
+      capabilities: request.capabilities,
+      heldBack: request.heldBack ?? [],
+      slots: request.slots,
+      running: request.leases.length,
+    };
     if (!this.fleet.record(report, proofOf(request.secret))) {
       return { op: 'error', code: ControlErrorCode.workerConflict, message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process` };
     }

@@ -1,10 +1,13 @@
 import type { Clock } from '../core/clock.js';
+import type { HeldBackType } from '../control/protocol.js';
 
 /** What a worker says about itself with every heartbeat. */
 export interface WorkerReport {
   worker: string;
   jobTypes: string[];
   capabilities: string[];
+  /** The job types it has but does not offer, each with the capabilities it lacks for it. */
+  heldBack?: HeldBackType[];
   slots: number;
   running: number;
 }

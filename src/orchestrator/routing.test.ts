@@ -34,6 +34,22 @@ describe('routing', () => {
     assert.match(missingCapability({ type: 'render', requires: ['gpu', 'ffmpeg'] }, fleet, none)!, /missing "gpu", "ffmpeg"$/);
   });
 
+  it('names the capabilities a type lacks on every worker that has it but holds it back', () => {
+    const holds = (capabilities: string[], missing: string[]): FleetMember => ({ ...member(['sleep'], capabilities), heldBack: [{ type: 'thumbnail', missing }] });
+    assert.equal(
+      missingCapability({ type: 'thumbnail', requires: [] }, [holds([], ['imagemagick'])], none),
+      'no worker of the fleet offers job type "thumbnail": the workers that have it lack capabilities it requires: missing "imagemagick"',
+    );
+    // What they all lack; when each lacks another one, every one of them.
+    const lackingGpu = [holds(['imagemagick'], ['gpu']), holds([], ['imagemagick', 'gpu'])];
+    assert.match(missingCapability({ type: 'thumbnail', requires: [] }, lackingGpu, none)!, /missing "gpu"$/);
+    const lackingEither = [holds(['imagemagick'], ['gpu']), holds(['gpu'], ['imagemagick'])];
+    assert.match(missingCapability({ type: 'thumbnail', requires: [] }, lackingEither, none)!, /missing "gpu", "imagemagick"$/);
+    // A worker that offers the type routes it, whatever another holds back.
+    const offering = [holds([], ['imagemagick']), member(['thumbnail'], ['imagemagick'])];
+    assert.equal(missingCapability({ type: 'thumbnail', requires: [] }, offering, none), undefined);
+  });
+
   it('counts what configuration declares even when no worker is heard from', () => {
     const declared = { jobTypes: ['render'], capabilities: ['gpu'] };
     assert.equal(missingCapability({ type: 'render', requires: ['gpu'] }, [], declared), undefined);

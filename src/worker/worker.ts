@@ -5,12 +5,13 @@ import type { Broker } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type SerializedError } from '../core/errors.js';
 import { defaultTopology, type Topology } from '../topology.js';
-import { ControlErrorCode } from '../control/protocol.js';
+import { ControlErrorCode, type HeldBackType } from '../control/protocol.js';
 import { Attempt, type AttemptContext, type JobRunner } from './attempt.js';
 import { ControlClient, ControlError, newWorkerSecret } from './control-client.js';
 import { describeError } from './describe-error.js';
 import { Intake, type Grant } from './intake.js';
 import { LeaseBook } from './lease-book.js';
+import { offeredTypes } from './offered-types.js';
 import type { OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
 import { WorkerEvents, type LeaseLossReason, type WorkerEvent } from './worker-events.js';
@@ -94,6 +95,7 @@ export class Worker {
   /** The attempts running here, by job id (one per job: intake lets no second one in). */
   private readonly running = new Map<string, Attempt>();
   private readonly typesByName: Map<string, JobType>;
+  private readonly heldBack: HeldBackType[];
   private stopped: Promise<void> | undefined;
   private fatalError: SerializedError | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -112,9 +114,9 @@ export class Worker {
       fleetKey: options.fleetKey,
     });
     this.leases = new LeaseBook(this.clock, this.timing.leaseSafetyFraction);
-    // A worker offers (consumes, and reports to the fleet) only the types it can run.
-    const runnable = options.jobTypes.filter((type) => (type.requires ?? []).every((c) => options.capabilities.includes(c)));
-    this.typesByName = new Map(runnable.map((type) => [type.name, type]));
+    const { offered, heldBack } = offeredTypes(options.jobTypes, options.capabilities);
+    this.typesByName = new Map(offered.map((type) => [type.name, type]));
+    this.heldBack = heldBack;
     this.intake = new Intake({
       broker: options.broker,
       topology,
@@ -136,10 +138,8 @@ export class Worker {
         leaseFailed: (error) => void this.refusedAsWorker(error),
       },
     });
-    for (const type of options.jobTypes) {
-      if (!runnable.includes(type)) {
-        options.logger.warn({ type: type.name, requires: type.requires }, 'job type not offered: this worker lacks a capability it requires');
-      }
+    for (const { type, missing } of heldBack) {
+      options.logger.warn({ type, missing }, 'job type not offered: this worker lacks a capability it requires');
     }
     this.attemptContext = {
       control: this.control,
@@ -255,6 +255,7 @@ export class Worker {
         worker: this.id,
         jobTypes: [...this.typesByName.keys()],
         capabilities: [...this.options.capabilities],
+        heldBack: this.heldBack,
         slots: this.options.slots,
         leases: held.map(({ jobId, attempt, token, tenant }) => ({ jobId, attempt, token, tenant })),
       });

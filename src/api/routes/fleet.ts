@@ -5,11 +5,20 @@ import { isoTime } from '../job-view.js';
 
 const workerSchema = {
   type: 'object',
-  required: ['id', 'jobTypes', 'capabilities', 'slots', 'running', 'lastHeartbeat'],
+  required: ['id', 'jobTypes', 'capabilities', 'heldBack', 'slots', 'running', 'lastHeartbeat'],
   properties: {
     id: { type: 'string' },
     jobTypes: { type: 'array', items: { type: 'string' } },
     capabilities: { type: 'array', items: { type: 'string' } },
+    heldBack: {
+      type: 'array',
+      description: 'job types it has but does not offer, each with the capabilities it lacks for it',
+      items: {
+        type: 'object',
+        required: ['type', 'missing'],
+        properties: { type: { type: 'string' }, missing: { type: 'array', items: { type: 'string' } } },
+      },
+    },
     slots: { type: 'integer', description: 'jobs it runs at once' },
     running: { type: 'integer', description: 'jobs it ran at its last heartbeat' },
     lastHeartbeat: { type: 'string', format: 'date-time' },
@@ -38,6 +47,7 @@ export function registerFleetRoutes(scope: FastifyInstance, fleet: Fleet): void 
         id: member.worker,
         jobTypes: member.jobTypes,
         capabilities: member.capabilities,
+        heldBack: member.heldBack ?? [],
         slots: member.slots,
         running: member.running,
         lastHeartbeat: isoTime(member.lastHeartbeat),

@@ -5,12 +5,12 @@
  * NUL characters: PostgreSQL cannot keep U+0000 in a text column, so no driver keeps one.
  *   - in a name a caller chose (tenant, type, idempotency key, worker id, an error's code,
  *     a listing's tenant or type filter): refused, invalid_input naming the field;
- *   - in free text that job code wrote (an error's message, a progress message): each NUL
+ *   - in free text that job code wrote (an error's message and stack, a progress message): each NUL
  *     is replaced by U+FFFD, so that a settle never fails for what a job printed.
  * JSON values (input, requires, result, whole errors in the history) are kept as JSON text,
  * where a NUL is the escape `\u0000`, and round-trip unchanged.
  */
-import { isSerializedError, type SerializedError } from '../../core/errors.js';
+import { boundedStack, isSerializedError, type SerializedError } from '../../core/errors.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
 import type { LedgerConfig, ListJobsParams, ReleaseParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
 import { JobState } from '../states.js';
@@ -35,12 +35,18 @@ export function recordableText(text: string): string {
 
 /**
  * An error as the ledger keeps it (a settle's or a reject's): its code must hold no NUL,
- * NULs in its message are replaced. Returned unchanged (the same object) when it had none.
+ * NULs in its message and its stack are replaced, a stack is cut to its bound. Returned
+ * unchanged (the same object) when there was nothing to change.
  */
 export function recordableError(error: SerializedError): SerializedError {
   refuseNul('error code', error.code);
-  if (typeof error.message !== 'string' || !error.message.includes(NUL)) return error;
-  return { ...error, message: recordableText(error.message) };
+  const stack = typeof error.stack === 'string' ? recordableText(boundedStack(error.stack)) : undefined;
+  const messageChanges = typeof error.message === 'string' && error.message.includes(NUL);
+  if (!messageChanges && stack === error.stack) return error;
+  const recordable: SerializedError = { ...error, message: messageChanges ? recordableText(error.message) : error.message };
+  if (stack === undefined) delete recordable.stack;
+  else recordable.stack = stack;
+  return recordable;
 }
 
 /** A submission checked and normalised: input and requires as JSON text, requires sorted and unique. */

@@ -67,13 +67,13 @@ export function defineJobType<T extends JobType>(jobType: T): T {
 export async function loadJobTypes(modulePath: string): Promise<JobType[]> {
   let imported: Record<string, unknown>;
   try {
-    imported = (await import(toModuleUrl(modulePath))) as Record<string, unknown>;
+    imported = await importModule(toModuleUrl(modulePath));
   } catch (error) {
     throw new Error(`cannot load job types module ${modulePath}: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
     });
   }
-  const list = imported.default;
+  const list = defaultExport(imported);
   if (!Array.isArray(list)) {
     throw new TypeError(
       `job types module ${modulePath} must default-export a list of job types (export default [jobType, ...]); ` +
@@ -114,6 +114,48 @@ export async function loadJobTypeRegistry(modulePaths: string[]): Promise<Map<st
     }
   }
   return registry;
+}
+
+/** The extensions of the TypeScript modules planrun loads itself (through tsx). */
+export const TYPESCRIPT_EXTENSIONS: readonly string[] = ['.ts', '.mts', '.cts'];
+
+/** Whether a module path or URL names a TypeScript file. */
+export function isTypeScriptModule(modulePath: string): boolean {
+  const file = /^[a-z][a-z0-9+.-]+:/i.test(modulePath) ? new URL(modulePath).pathname : modulePath;
+  return TYPESCRIPT_EXTENSIONS.includes(path.extname(file).toLowerCase());
+}
+
+let typeScriptLoader: Promise<void> | undefined;
+
+/**
+ * Imports a module; a TypeScript one through tsx, whose hooks this process registers the
+ * first time it meets one, and only then: a worker given JavaScript modules alone never
+ * loads tsx. tsx strips the types without checking them (that is tsc's job), keeps source
+ * maps (stacks name the .ts lines), and takes a file the way Node would take its .js twin:
+ * ESM in a `"type": "module"` package or as .mts, CommonJS otherwise; hence both hooks.
+ */
+async function importModule(url: string): Promise<Record<string, unknown>> {
+  if (isTypeScriptModule(url)) await (typeScriptLoader ??= registerTypeScriptLoader());
+  return (await import(url)) as Record<string, unknown>;
+}
+
+async function registerTypeScriptLoader(): Promise<void> {
+  const [esm, cjs] = await Promise.all([import('tsx/esm/api'), import('tsx/cjs/api')]);
+  esm.register();
+  cjs.register();
+}
+
+/**
+ * The module's default export. A CommonJS module compiled from ESM (tsc's `module:
+ * commonjs`, or a .ts file tsx loads as CommonJS) keeps it as `exports.default` beside the
+ * `__esModule` marker, and import() hands the whole `exports` object over as the default.
+ */
+function defaultExport(imported: Record<string, unknown>): unknown {
+  const value = imported.default;
+  if (typeof value === 'object' && value !== null && (value as { __esModule?: unknown }).__esModule === true && 'default' in value) {
+    return value.default;
+  }
+  return value;
 }
 
 /** A URL is kept as is; anything else is a file path, resolved against the current directory. */
