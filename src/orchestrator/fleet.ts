@@ -24,10 +24,12 @@ interface Entry {
 
 /**
  * The workers seen lately, from their heartbeats. Kept in memory: after an orchestrator
- * restart the fleet refills within one heartbeat interval.
+ * restart the fleet refills within one heartbeat interval, and until it has (see
+ * refillFor) it does not say what is missing.
  */
 export class Fleet {
   private readonly members = new Map<string, Entry>();
+  private refilledAt = 0;
 
   constructor(
     private readonly clock: Clock,
@@ -58,6 +60,21 @@ export class Fleet {
       if (member.running < member.slots) for (const type of member.jobTypes) types.add(type);
     }
     return [...types];
+  }
+
+  /**
+   * A restarted orchestrator knows only the workers heard from since it started, and every
+   * live worker is heard from within a lease TTL (or it loses its leases). For `ms` from
+   * now the fleet is refilling: `known` answers undefined, so that a job of a type whose
+   * workers have not spoken yet is not failed as unroutable (nor its queue left undeclared).
+   */
+  refillFor(ms: number): void {
+    this.refilledAt = this.clock.now() + ms;
+  }
+
+  /** The members, or undefined while the fleet refills and cannot tell what is missing. */
+  known(): FleetMember[] | undefined {
+    return this.clock.now() < this.refilledAt ? undefined : this.list();
   }
 
   /** The members heard from within the window; forgets the others. */

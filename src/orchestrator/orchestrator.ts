@@ -35,6 +35,8 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   /** A worker not heard from for this long leaves the fleet. */
   fleetWindowMs?: number;
+  /** After a start on a ledger that holds jobs, how long the fleet refills before it judges routing (default: the lease TTL). */
+  fleetRefillMs?: number;
   /** Job types and capabilities counted as present even before any worker is heard from. */
   declaredFleet?: DeclaredFleet;
   /** Control requests handled at once. */
@@ -90,7 +92,10 @@ export class Orchestrator {
       options.logger.child({ part: 'relay' }),
       { ...defaultOutboxRelayOptions, ...options.relay },
       {
-        offeredTypes: () => offeredJobTypes(this.fleet.list(), declared),
+        offeredTypes: () => {
+          const fleet = this.fleet.known();
+          return fleet ? offeredJobTypes(fleet, declared) : undefined;
+        },
         setAside: (rows, failedJobs) => {
           for (const row of rows) this.metrics.outboxSetAside(row.kind);
           for (const job of failedJobs) this.events.emit({ jobId: job.id, kind: 'state' });
@@ -113,6 +118,9 @@ export class Orchestrator {
   }
 
   async start(): Promise<void> {
+    // A ledger with jobs in it had workers before this start: give them time to be heard from.
+    const restarted = (await this.ledger.listJobs({ limit: 1 })).jobs.length > 0;
+    if (restarted) this.fleet.refillFor(this.options.fleetRefillMs ?? this.options.leaseTtlMs);
     await this.topology.declareCore(this.options.broker);
     this.controlSubscription = await this.options.broker.serve(
       this.topology.controlQueue,
@@ -136,7 +144,7 @@ export class Orchestrator {
   async submitMany(params: SubmitParams[]): Promise<SubmitResult[]> {
     const results = await this.options.ledger.submitMany(params);
     // One look at the fleet serves the whole batch.
-    const fleet = this.fleet.list();
+    const fleet = this.fleet.known();
     const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
     const routed: SubmitResult[] = [];
     for (const result of results) {
@@ -150,7 +158,8 @@ export class Orchestrator {
     return routed;
   }
 
-  private async route(job: Job, fleet: readonly FleetMember[], declared: DeclaredFleet): Promise<Job> {
+  private async route(job: Job, fleet: readonly FleetMember[] | undefined, declared: DeclaredFleet): Promise<Job> {
+    if (!fleet) return job;
     const missing = missingCapability(job, fleet, declared);
     if (!missing) return job;
     const rejected = await this.options.ledger.reject({ jobId: job.id, error: { class: 'permanent', code: 'unroutable', message: missing } });
