@@ -19,6 +19,10 @@ import {
   type SubmitParams,
   type SweepParams,
 } from '../ledger.js';
+import { checkLease } from '../operations/check-lease.js';
+import { runPlanAsync, type OperationEnv, type Plan } from '../operations/plan.js';
+import { recordProgress } from '../operations/record-progress.js';
+import { renewLeases } from '../operations/renew-leases.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
 import {
@@ -33,16 +37,14 @@ import {
   operationError,
   validateSchema,
 } from './database.js';
+import { PgStatements } from './statements.js';
 import { cancel } from './operations/cancel.js';
-import { checkLease } from './operations/check-lease.js';
 import { grantLease } from './operations/grant-lease.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
-import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
 import { release } from './operations/release.js';
 import { outboxSetAside } from './operations/set-aside.js';
-import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submitMany } from './operations/submit.js';
 import { sweep } from './operations/sweep.js';
@@ -194,6 +196,15 @@ class PostgresLedger implements Ledger {
     }
   }
 
+  /**
+   * A body that runs a shared operation's plan (operations/plan.ts) to its end on `ctx`:
+   * the plan is made afresh, and the ledger's time read, each time the body runs (a
+   * transaction tried again runs it again).
+   */
+  private plan<T>(make: (env: OperationEnv) => Plan<T>): (ctx: PgContext) => Promise<T> {
+    return (ctx) => runPlanAsync(make({ now: this.clock.now(), config: this.config }), new PgStatements(ctx));
+  }
+
   async submit(params: SubmitParams) {
     const [result] = await this.write('submit', (ctx) => submitMany(ctx, [params]));
     return result!;
@@ -206,13 +217,13 @@ class PostgresLedger implements Ledger {
     return this.write('grantLease', (ctx) => grantLease(ctx, params));
   }
   renewLeases(params: RenewLeasesParams) {
-    return this.write('renewLeases', (ctx) => renewLeases(ctx, params));
+    return this.write('renewLeases', this.plan((env) => renewLeases(params, env)));
   }
   checkLease(params: LeaseRef) {
-    return this.read('checkLease', (ctx) => checkLease(ctx, params));
+    return this.read('checkLease', this.plan((env) => checkLease(params, env)));
   }
   recordProgress(params: RecordProgressParams) {
-    return this.write('recordProgress', (ctx) => recordProgress(ctx, params));
+    return this.write('recordProgress', this.plan((env) => recordProgress(params, env)));
   }
   settle(params: SettleParams) {
     return this.write('settle', (ctx) => settle(ctx, params));

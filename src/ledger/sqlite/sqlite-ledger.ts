@@ -17,20 +17,22 @@ import {
   type SubmitParams,
   type SweepParams,
 } from '../ledger.js';
+import { checkLease } from '../operations/check-lease.js';
+import { runPlan, type OperationEnv, type Plan } from '../operations/plan.js';
+import { recordProgress } from '../operations/record-progress.js';
+import { renewLeases } from '../operations/renew-leases.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
 import { GroupCommitter } from './group-commit.js';
+import { SqliteStatements } from './statements.js';
 import { cancel } from './operations/cancel.js';
-import { checkLease } from './operations/check-lease.js';
 import { grantLease } from './operations/grant-lease.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
-import { recordProgress } from './operations/record-progress.js';
 import { reject } from './operations/reject.js';
 import { release } from './operations/release.js';
 import { outboxSetAside } from './operations/set-aside.js';
-import { renewLeases } from './operations/renew-leases.js';
 import { settle } from './operations/settle.js';
 import { submit } from './operations/submit.js';
 import { sweep } from './operations/sweep.js';
@@ -74,6 +76,7 @@ class SqliteLedger implements Ledger {
   private readonly stats: SqliteLedgerStats = { transactions: 0 };
   /** Writes of one event-loop turn share one transaction (one fsync); see group-commit.ts. */
   private readonly committer: GroupCommitter;
+  private readonly statements: SqliteStatements;
 
   constructor(
     private readonly db: SqliteDatabase,
@@ -82,6 +85,15 @@ class SqliteLedger implements Ledger {
   ) {
     statsOf.set(this, this.stats);
     this.committer = new GroupCommitter(db, () => this.stats.transactions++);
+    this.statements = new SqliteStatements(ctx);
+  }
+
+  /**
+   * A body that runs a shared operation's plan (operations/plan.ts) to its end, at once:
+   * the plan is made afresh, and the ledger's time read, each time the body runs.
+   */
+  private plan<T>(make: (env: OperationEnv) => Plan<T>): () => T {
+    return () => runPlan(make({ now: this.ctx.clock.now(), config: this.ctx.config }), this.statements);
   }
 
   private write<T>(operation: string, body: () => T): Promise<T> {
@@ -111,13 +123,13 @@ class SqliteLedger implements Ledger {
     return this.write('grantLease', () => grantLease(this.ctx, params));
   }
   renewLeases(params: RenewLeasesParams) {
-    return this.write('renewLeases', () => renewLeases(this.ctx, params));
+    return this.write('renewLeases', this.plan((env) => renewLeases(params, env)));
   }
   checkLease(params: LeaseRef) {
-    return this.read('checkLease', () => checkLease(this.ctx, params));
+    return this.read('checkLease', this.plan((env) => checkLease(params, env)));
   }
   recordProgress(params: RecordProgressParams) {
-    return this.write('recordProgress', () => recordProgress(this.ctx, params));
+    return this.write('recordProgress', this.plan((env) => recordProgress(params, env)));
   }
   settle(params: SettleParams) {
     return this.write('settle', () => settle(this.ctx, params));
