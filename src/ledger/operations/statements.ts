@@ -27,6 +27,31 @@ export interface LedgerStatements {
   selectJob(params: { jobId: string }): Job | undefined;
 
   /**
+   * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and
+   * due (not_before <= now), it becomes running with the lease (token, worker as holder,
+   * proof, deadline), no redispatch time, started_at kept or set to now. Answers the row after.
+   */
+  grantLease(params: {
+    jobId: string;
+    attempt: number;
+    worker: string;
+    proof: string | null;
+    token: string;
+    deadline: number;
+    now: number;
+  }): Job | undefined;
+
+  /**
+   * Guarded: lease_deadline := deadline where the job is running at `attempt`, held by
+   * `worker` with the same (non-null) `proof`, its lease live at `now` and no cancel
+   * requested. Answers the row after (its token is the live lease's).
+   */
+  regrantLease(params: { jobId: string; attempt: number; worker: string; proof: string; deadline: number; now: number }): Job | undefined;
+
+  /** The history row of attempt `attempt`, started by `worker` at `now`. */
+  insertAttempt(params: { jobId: string; attempt: number; worker: string; now: number }): void;
+
+  /**
    * Guarded: lease_deadline := deadline where the job is running at `attempt` with
    * `token`, its lease is live at `now` (deadline > now) and no cancel was requested.
    */

@@ -20,6 +20,7 @@ import {
   type SweepParams,
 } from '../ledger.js';
 import { checkLease } from '../operations/check-lease.js';
+import { grantLease } from '../operations/grant-lease.js';
 import { runPlanAsync, type OperationEnv, type Plan } from '../operations/plan.js';
 import { recordProgress } from '../operations/record-progress.js';
 import { renewLeases } from '../operations/renew-leases.js';
@@ -39,7 +40,6 @@ import {
 } from './database.js';
 import { PgStatements } from './statements.js';
 import { cancel } from './operations/cancel.js';
-import { grantLease } from './operations/grant-lease.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { reject } from './operations/reject.js';
@@ -214,7 +214,7 @@ class PostgresLedger implements Ledger {
     return this.write('submitMany', (ctx) => submitMany(ctx, params));
   }
   grantLease(params: GrantLeaseParams) {
-    return this.write('grantLease', (ctx) => grantLease(ctx, params));
+    return this.write('grantLease', this.plan((env) => grantLease(params, env)));
   }
   renewLeases(params: RenewLeasesParams) {
     return this.write('renewLeases', this.plan((env) => renewLeases(params, env)));

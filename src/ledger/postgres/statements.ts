@@ -6,8 +6,7 @@
  * row count or RETURNING row decides.
  */
 import type { Job } from '../ledger.js';
-import type { AsyncLedgerStatements } from '../operations/plan.js';
-import type { LeaseKey } from '../operations/statements.js';
+import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type { PgContext } from './context.js';
 import { type JobRow, selectJobById, toJob } from './rows.js';
 
@@ -15,22 +14,49 @@ import { type JobRow, selectJobById, toJob } from './rows.js';
 const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
     AND lease_deadline > $4 AND NOT cancel_requested`;
 
+const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
+    lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6
+  WHERE id = $1 AND state = 'queued' AND attempt = $2 AND not_before <= $6
+  RETURNING *`;
+const regrantLease = `UPDATE jobs SET lease_deadline = $4, updated_at = $5
+  WHERE id = $1 AND state = 'running' AND attempt = $2 AND lease_holder = $3
+    AND lease_proof = $6 AND lease_deadline > $5 AND NOT cancel_requested
+  RETURNING *`;
+const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES ($1, $2, $3, $4)';
+
 const extendLease = `UPDATE jobs SET lease_deadline = $5, updated_at = $4 WHERE ${liveLease}`;
 const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, updated_at = $4 WHERE ${liveLease}`;
 
 export class PgStatements implements AsyncLedgerStatements {
   constructor(private readonly ctx: PgContext) {}
 
-  async selectJob({ jobId }: { jobId: string }): Promise<Job | undefined> {
-    const row = await this.ctx.row<JobRow>(selectJobById, [jobId]);
+  /** The one row `sql` answers (a SELECT, or a change RETURNING *), as a Job. */
+  private async job(sql: string, values: unknown[]): Promise<Job | undefined> {
+    const row = await this.ctx.row<JobRow>(sql, values);
     return row && toJob(row);
   }
 
-  async extendLease(p: LeaseKey & { deadline: number; now: number }): Promise<boolean> {
+  selectJob({ jobId }: { jobId: string }): Promise<Job | undefined> {
+    return this.job(selectJobById, [jobId]);
+  }
+
+  grantLease(p: Params<'grantLease'>): Promise<Job | undefined> {
+    return this.job(grantLease, [p.jobId, p.attempt, p.worker, p.token, p.deadline, p.now, p.proof]);
+  }
+
+  regrantLease(p: Params<'regrantLease'>): Promise<Job | undefined> {
+    return this.job(regrantLease, [p.jobId, p.attempt, p.worker, p.deadline, p.now, p.proof]);
+  }
+
+  async insertAttempt(p: Params<'insertAttempt'>): Promise<void> {
+    await this.ctx.run(insertAttempt, [p.jobId, p.attempt, p.worker, p.now]);
+  }
+
+  async extendLease(p: Params<'extendLease'>): Promise<boolean> {
     return (await this.ctx.run(extendLease, [p.jobId, p.attempt, p.token, p.now, p.deadline])) === 1;
   }
 
-  async updateProgress(p: LeaseKey & { fraction: number; message: string | null; now: number }): Promise<boolean> {
+  async updateProgress(p: Params<'updateProgress'>): Promise<boolean> {
     return (await this.ctx.run(updateProgress, [p.jobId, p.attempt, p.token, p.now, p.fraction, p.message])) === 1;
   }
 }

@@ -18,6 +18,7 @@ import {
   type SweepParams,
 } from '../ledger.js';
 import { checkLease } from '../operations/check-lease.js';
+import { grantLease } from '../operations/grant-lease.js';
 import { runPlan, type OperationEnv, type Plan } from '../operations/plan.js';
 import { recordProgress } from '../operations/record-progress.js';
 import { renewLeases } from '../operations/renew-leases.js';
@@ -27,7 +28,6 @@ import { openLedgerDatabase, operationError, type SqliteDatabase } from './datab
 import { GroupCommitter } from './group-commit.js';
 import { SqliteStatements } from './statements.js';
 import { cancel } from './operations/cancel.js';
-import { grantLease } from './operations/grant-lease.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { reject } from './operations/reject.js';
@@ -120,7 +120,7 @@ class SqliteLedger implements Ledger {
     return this.write('submitMany', () => params.map((p) => submit(this.ctx, p)));
   }
   grantLease(params: GrantLeaseParams) {
-    return this.write('grantLease', () => grantLease(this.ctx, params));
+    return this.write('grantLease', this.plan((env) => grantLease(params, env)));
   }
   renewLeases(params: RenewLeasesParams) {
     return this.write('renewLeases', this.plan((env) => renewLeases(params, env)));
