@@ -11,9 +11,13 @@
  *     whether it did (a boolean) or the row as the change left it (undefined when the
  *     guard did not hold);
  *   - rows come back as the Ledger's own types (Job, ...), converted by the driver;
+ *   - JSON values a plan writes (a result, an error for the history, an outbox body) are
+ *     handed over as the JSON text to store, which the plan wrote;
  *   - times are the plan's `now` (OperationEnv), never read by a statement.
  */
-import type { Job } from '../ledger.js';
+import type { SerializedError } from '../../core/errors.js';
+import type { Job, OutboxKind } from '../ledger.js';
+import type { AttemptOutcome, FailureReason } from '../states.js';
 
 /** The live lease a statement is keyed to. */
 export interface LeaseKey {
@@ -22,9 +26,29 @@ export interface LeaseKey {
   token: string;
 }
 
+/** Whether an end of an attempt requires its lease to be live (settle, release) or expired (sweep). */
+export type LeaseExpectation = 'live' | 'expired';
+
+/**
+ * The guard of every exit from running@n: the job is running at `attempt` with `token`,
+ * its cancel flag is still `cancelRequested` (the edge was chosen from it), and its lease
+ * is live (lease_deadline > now) or expired (lease_deadline <= now) as `expect` says.
+ */
+export interface AttemptGuard extends LeaseKey {
+  cancelRequested: boolean;
+  expect: LeaseExpectation;
+  now: number;
+}
+
 export interface LedgerStatements {
   /** The job, or undefined when there is none. Takes no lock. */
   selectJob(params: { jobId: string }): Job | undefined;
+
+  /**
+   * The job, or undefined; where the database locks rows, locked until the transaction
+   * ends, so that an edge chosen from it cannot change under the guarded UPDATE that applies it.
+   */
+  lockJob(params: { jobId: string }): Job | undefined;
 
   /**
    * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and
@@ -59,4 +83,36 @@ export interface LedgerStatements {
 
   /** Guarded as extendLease: progress := fraction, progress_message := message. */
   updateProgress(params: LeaseKey & { fraction: number; message: string | null; now: number }): boolean;
+
+  /*
+   * The exits from running@n answer whether the guard held, not the row: the plan knows
+   * the row after from the row it read (end-attempt.ts), and reading it back costs more
+   * than the UPDATE (a sweep's batch, a burst of settles). Each SETs exactly what the
+   * plan's twin in end-attempt.ts says.
+   */
+
+  /**
+   * Guarded (AttemptGuard), running@n -> finished: result := the JSON text `result`,
+   * lease token and deadline cleared, progress 1, ended and updated at now.
+   */
+  finishAttempt(params: AttemptGuard & { result: string }): boolean;
+
+  /**
+   * Guarded (AttemptGuard), running@n -> failed: failure_reason := reason, the error's
+   * class, code and message kept, lease token and deadline cleared, ended and updated at now.
+   */
+  failAttempt(params: AttemptGuard & { reason: FailureReason; error: SerializedError }): boolean;
+
+  /**
+   * Guarded (AttemptGuard), running@n -> queued@n+1: due at notBefore, redispatched at
+   * redispatchAt, lease (token, holder, deadline) and progress (fraction, message)
+   * cleared, updated at now.
+   */
+  requeueAttempt(params: AttemptGuard & { notBefore: number; redispatchAt: number }): boolean;
+
+  /** Ends the history row of `attempt` if still open: ended at now, its outcome, the error as JSON text (or null). */
+  closeAttempt(params: { jobId: string; attempt: number; now: number; outcome: AttemptOutcome; error: string | null }): void;
+
+  /** One outbox row with the JSON text `body`, created at now, due at availableAt. */
+  insertOutbox(params: { kind: OutboxKind; jobId: string; body: string; now: number; availableAt: number }): void;
 }

@@ -23,7 +23,9 @@ import { checkLease } from '../operations/check-lease.js';
 import { grantLease } from '../operations/grant-lease.js';
 import { runPlanAsync, type OperationEnv, type Plan } from '../operations/plan.js';
 import { recordProgress } from '../operations/record-progress.js';
+import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
+import { settle } from '../operations/settle.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
 import {
@@ -43,9 +45,7 @@ import { cancel } from './operations/cancel.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { reject } from './operations/reject.js';
-import { release } from './operations/release.js';
 import { outboxSetAside } from './operations/set-aside.js';
-import { settle } from './operations/settle.js';
 import { submitMany } from './operations/submit.js';
 import { sweep } from './operations/sweep.js';
 
@@ -226,10 +226,10 @@ class PostgresLedger implements Ledger {
     return this.write('recordProgress', this.plan((env) => recordProgress(params, env)));
   }
   settle(params: SettleParams) {
-    return this.write('settle', (ctx) => settle(ctx, params));
+    return this.write('settle', this.plan((env) => settle(params, env)));
   }
   release(params: ReleaseParams) {
-    return this.write('release', (ctx) => release(ctx, params));
+    return this.write('release', this.plan((env) => release(params, env)));
   }
   cancel(params: CancelParams) {
     return this.write('cancel', (ctx) => cancel(ctx, params));

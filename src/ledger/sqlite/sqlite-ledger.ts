@@ -21,7 +21,9 @@ import { checkLease } from '../operations/check-lease.js';
 import { grantLease } from '../operations/grant-lease.js';
 import { runPlan, type OperationEnv, type Plan } from '../operations/plan.js';
 import { recordProgress } from '../operations/record-progress.js';
+import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
+import { settle } from '../operations/settle.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
@@ -31,9 +33,7 @@ import { cancel } from './operations/cancel.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { reject } from './operations/reject.js';
-import { release } from './operations/release.js';
 import { outboxSetAside } from './operations/set-aside.js';
-import { settle } from './operations/settle.js';
 import { submit } from './operations/submit.js';
 import { sweep } from './operations/sweep.js';
 
@@ -132,10 +132,10 @@ class SqliteLedger implements Ledger {
     return this.write('recordProgress', this.plan((env) => recordProgress(params, env)));
   }
   settle(params: SettleParams) {
-    return this.write('settle', () => settle(this.ctx, params));
+    return this.write('settle', this.plan((env) => settle(params, env)));
   }
   release(params: ReleaseParams) {
-    return this.write('release', () => release(this.ctx, params));
+    return this.write('release', this.plan((env) => release(params, env)));
   }
   cancel(params: CancelParams) {
     return this.write('cancel', () => cancel(this.ctx, params));

@@ -6,7 +6,7 @@
  */
 import type { Job } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
-import type { LedgerStatements } from '../operations/statements.js';
+import type { AttemptGuard, LedgerStatements } from '../operations/statements.js';
 import type { SqliteContext } from './context.js';
 import { type JobRow, selectJobById, toJob } from './rows.js';
 
@@ -24,6 +24,26 @@ const regrantLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @
   RETURNING *`;
 const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (@jobId, @attempt, @worker, @now)';
 
+// AttemptGuard: the exits from running@n.
+const attemptGuard = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
+  AND cancel_requested = @cancelRequested
+  AND CASE @expect WHEN 'live' THEN lease_deadline > @now ELSE lease_deadline <= @now END`;
+const finishAttempt = `UPDATE jobs SET state = 'finished', result = @result, lease_token = NULL, lease_deadline = NULL,
+    progress = 1, ended_at = @now, updated_at = @now
+  WHERE ${attemptGuard}`;
+const failAttempt = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
+    error_code = @errorCode, error_message = @errorMessage, lease_token = NULL, lease_deadline = NULL,
+    ended_at = @now, updated_at = @now
+  WHERE ${attemptGuard}`;
+const requeueAttempt = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
+    redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = @now
+  WHERE ${attemptGuard}`;
+const closeAttempt = `UPDATE attempts SET ended_at = @now, outcome = @outcome, error = @error
+  WHERE job_id = @jobId AND attempt = @attempt AND ended_at IS NULL`;
+
+const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES (?, ?, ?, ?, ?)';
+
 const extendLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now WHERE ${liveLease}`;
 const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, updated_at = @now WHERE ${liveLease}`;
 
@@ -37,6 +57,11 @@ export class SqliteStatements implements LedgerStatements {
   }
 
   selectJob({ jobId }: { jobId: string }): Job | undefined {
+    return this.job(selectJobById, jobId);
+  }
+
+  lockJob({ jobId }: { jobId: string }): Job | undefined {
+    // One writer at a time: the row cannot change before this write ends.
     return this.job(selectJobById, jobId);
   }
 
@@ -59,4 +84,30 @@ export class SqliteStatements implements LedgerStatements {
   updateProgress(params: Params<'updateProgress'>): boolean {
     return this.ctx.sql(updateProgress).run(params).changes === 1;
   }
+
+  finishAttempt(p: Params<'finishAttempt'>): boolean {
+    return this.ctx.sql(finishAttempt).run({ ...guard(p), result: p.result }).changes === 1;
+  }
+
+  failAttempt(p: Params<'failAttempt'>): boolean {
+    const { error } = p;
+    return this.ctx.sql(failAttempt).run({ ...guard(p), reason: p.reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message }).changes === 1;
+  }
+
+  requeueAttempt(p: Params<'requeueAttempt'>): boolean {
+    return this.ctx.sql(requeueAttempt).run({ ...guard(p), notBefore: p.notBefore, redispatchAt: p.redispatchAt }).changes === 1;
+  }
+
+  closeAttempt(p: Params<'closeAttempt'>): void {
+    this.ctx.sql(closeAttempt).run(p);
+  }
+
+  insertOutbox(p: Params<'insertOutbox'>): void {
+    this.ctx.sql(insertOutbox).run(p.kind, p.jobId, p.body, p.now, p.availableAt);
+  }
+}
+
+/** An AttemptGuard as SQLite binds it (no booleans). */
+function guard(p: AttemptGuard) {
+  return { jobId: p.jobId, attempt: p.attempt, token: p.token, cancelRequested: p.cancelRequested ? 1 : 0, expect: p.expect, now: p.now };
 }

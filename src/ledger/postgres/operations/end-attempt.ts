@@ -77,14 +77,6 @@ async function close(ctx: PgContext, exit: Exit, outcome: AttemptOutcome, error:
   await ctx.run(closeAttempt, [exit.row.id, exit.row.attempt, exit.now, outcome, error ? JSON.stringify(error) : null]);
 }
 
-export async function finish(ctx: PgContext, exit: Exit, result: JobResult): Promise<JobRow | undefined> {
-  const row = await ctx.row<JobRow>(statements[exit.expect].finish, [...guardValues(exit), JSON.stringify(result)]);
-  if (!row) return undefined;
-  await close(ctx, exit, 'finished', null);
-  await enqueueResult(ctx, row, exit.now);
-  return row;
-}
-
 export async function fail(
   ctx: PgContext,
   exit: Exit,
@@ -102,22 +94,6 @@ export async function fail(
   if (!row) return undefined;
   await close(ctx, exit, outcome, error);
   await enqueueResult(ctx, row, exit.now);
-  return row;
-}
-
-export async function requeue(
-  ctx: PgContext,
-  exit: Exit,
-  outcome: AttemptOutcome,
-  error: SerializedError,
-  due: 'after_backoff' | 'now' = 'after_backoff',
-): Promise<JobRow | undefined> {
-  const notBefore = exit.now + (due === 'now' ? 0 : backoffFor(ctx.config, exit.row.attempt));
-  const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
-  const row = await ctx.row<JobRow>(statements[exit.expect].requeue, [...guardValues(exit), notBefore, redispatchAt]);
-  if (!row) return undefined;
-  await close(ctx, exit, outcome, error);
-  await enqueueWork(ctx, row, exit.now, notBefore);
   return row;
 }
 

@@ -1,16 +1,13 @@
 /**
- * The exits from running@n, shared by settle (the worker reports) and sweep (the lease
- * ran out). Each is one guarded UPDATE keyed to (job, attempt, lease token) and to the
- * lease being live (settle) or expired (sweep); it returns false, changing nothing, when
+ * The sweep's exits from running@n whose lease ran out (settle and release use the
+ * shared operations/end-attempt.ts). Each is one guarded UPDATE keyed to (job, attempt,
+ * lease token) and to the lease being expired; it returns false, changing nothing, when
  * the guard no longer holds. On success it closes the attempt's history row and writes
  * the outbox row that announces what happened, in the caller's transaction.
  *
- *   finish        running@n -> finished            + result message
  *   fail          running@n -> failed/<reason>     + failure message
- *   requeue       running@n -> queued@n+1 after backoff + work message due then
- *                 (a release: due at once, no backoff)
- *   requeueExpired  the same exit for many expired leases at once (the sweep): one
- *                 UPDATE per attempt number instead of one per lease
+ *   requeueExpired  running@n -> queued@n+1 after backoff for many expired leases at
+ *                 once: one UPDATE per attempt number instead of one per lease
  */
 import type { SerializedError } from '../../../core/errors.js';
 import { backoffFor, type JobResult } from '../../ledger.js';
@@ -26,18 +23,9 @@ export type LeaseExpectation = 'live' | 'expired';
 const guard = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
   AND CASE @expect WHEN 'live' THEN lease_deadline > @now ELSE lease_deadline <= @now END`;
 
-const finishSql = `UPDATE jobs SET state = 'finished', result = @result, lease_token = NULL, lease_deadline = NULL,
-    progress = 1, ended_at = @now, updated_at = @now
-  WHERE ${guard}`;
-
 const failSql = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
     error_code = @errorCode, error_message = @errorMessage, lease_token = NULL, lease_deadline = NULL,
     ended_at = @now, updated_at = @now
-  WHERE ${guard}`;
-
-const requeueSql = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
-    redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
-    progress = NULL, progress_message = NULL, updated_at = @now
   WHERE ${guard}`;
 
 // The expired-lease guard of `guard`, for every job named in the JSON array @ids.
@@ -71,15 +59,6 @@ function close(ctx: SqliteContext, row: JobRow, outcome: AttemptOutcome, error: 
   });
 }
 
-export function finish(ctx: SqliteContext, exit: Exit, result: JobResult): JobRow | undefined {
-  const changed = ctx.sql(finishSql).run({ ...guardParams(ctx, exit), result: JSON.stringify(result) }).changes;
-  if (changed !== 1) return undefined;
-  close(ctx, exit.row, 'finished', null);
-  const row = ctx.sql(selectJobById).get(exit.row.id) as JobRow;
-  enqueueResult(ctx, row);
-  return row;
-}
-
 export function fail(
   ctx: SqliteContext,
   exit: Exit,
@@ -98,38 +77,6 @@ export function fail(
   close(ctx, exit.row, outcome, error);
   const row = ctx.sql(selectJobById).get(exit.row.id) as JobRow;
   enqueueResult(ctx, row);
-  return row;
-}
-
-export function requeue(
-  ctx: SqliteContext,
-  exit: Exit,
-  outcome: AttemptOutcome,
-  error: SerializedError,
-  due: 'after_backoff' | 'now' = 'after_backoff',
-): JobRow | undefined {
-  const params = guardParams(ctx, exit);
-  const notBefore = params.now + (due === 'now' ? 0 : backoffFor(ctx.config, exit.row.attempt));
-  const redispatchAt = notBefore + ctx.config.redispatchAfterMs;
-  const changed = ctx.sql(requeueSql).run({ ...params, notBefore, redispatchAt }).changes;
-  if (changed !== 1) return undefined;
-  close(ctx, exit.row, outcome, error);
-  // The row as requeueSql left it, without reading it back: a sweep requeues thousands of
-  // rows per pass, and the read was a third of its time. Keep the two in step.
-  const row: JobRow = {
-    ...exit.row,
-    state: 'queued',
-    attempt: exit.row.attempt + 1,
-    not_before: notBefore,
-    redispatch_at: redispatchAt,
-    lease_token: null,
-    lease_holder: null,
-    lease_deadline: null,
-    progress: null,
-    progress_message: null,
-    updated_at: params.now,
-  };
-  enqueueWork(ctx, row, notBefore);
   return row;
 }
 
