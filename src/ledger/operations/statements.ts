@@ -115,4 +115,44 @@ export interface LedgerStatements {
 
   /** One outbox row with the JSON text `body`, created at now, due at availableAt. */
   insertOutbox(params: { kind: OutboxKind; jobId: string; body: string; now: number; availableAt: number }): void;
+
+  /** Work messages for many jobs (JSON text bodies), all created at now and due at availableAt. */
+  insertWorkMessages(params: { messages: ReadonlyArray<{ jobId: string; body: string }>; now: number; availableAt: number }): void;
+
+  // The sweep's statements: due rows read through the partial indexes of what is due, and
+  // set-based exits for the bulk of expired leases.
+
+  /**
+   * Up to `limit` running jobs whose lease ran out (lease_deadline <= now), earliest
+   * deadline first; where the database locks rows, locked, skipping rows another
+   * transaction holds (they are that transaction's, or the next pass's).
+   */
+  selectExpiredLeases(params: { now: number; limit: number }): ExpiredLease[];
+
+  /**
+   * Guarded, for every job of `jobIds` at once: running@attempt with an expired lease and
+   * no cancel requested -> queued@attempt+1, as requeueAttempt. Answers how many changed.
+   */
+  requeueExpiredLeases(params: { jobIds: readonly string[]; attempt: number; now: number; notBefore: number; redispatchAt: number }): number;
+
+  /** closeAttempt for every job of `jobIds` at `attempt`, outcome expired, with the error (JSON text). */
+  closeExpiredAttempts(params: { jobIds: readonly string[]; attempt: number; now: number; error: string }): void;
+
+  /**
+   * Up to `limit` queued jobs whose redispatch time has come (redispatch_at <= now),
+   * earliest first; locked and skipping as selectExpiredLeases.
+   */
+  selectDueRedispatches(params: { now: number; limit: number }): DueRedispatch[];
+
+  /** Whether the job has a work message in the outbox not yet sent. */
+  hasUnsentWork(params: { jobId: string }): boolean;
+
+  /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
+  postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
 }
+
+/** What the sweep reads of a running job whose lease ran out: enough to choose its edge and requeue it. */
+export type ExpiredLease = Pick<Job, 'id' | 'attempt' | 'maxAttempts' | 'cancelRequested' | 'tenant' | 'type'>;
+
+/** What the sweep reads of a queued job due for its work message again. */
+export type DueRedispatch = Pick<Job, 'id' | 'attempt' | 'tenant' | 'type' | 'notBefore'>;

@@ -26,6 +26,7 @@ import { recordProgress } from '../operations/record-progress.js';
 import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
 import { settle } from '../operations/settle.js';
+import { sweep } from '../operations/sweep.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
 import {
@@ -47,7 +48,6 @@ import { countJobsByState, getAttempts, getJob, listJobs } from './operations/qu
 import { reject } from './operations/reject.js';
 import { outboxSetAside } from './operations/set-aside.js';
 import { submitMany } from './operations/submit.js';
-import { sweep } from './operations/sweep.js';
 
 export interface PostgresLedgerOptions {
   /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */
@@ -238,7 +238,7 @@ class PostgresLedger implements Ledger {
     return this.write('reject', (ctx) => reject(ctx, params));
   }
   sweep(params?: SweepParams) {
-    return this.write('sweep', (ctx) => sweep(ctx, params));
+    return this.write('sweep', this.plan((env) => sweep(params, env)));
   }
   outboxTake(limit: number) {
     return this.read('outboxTake', (ctx) => outboxTake(ctx, limit));

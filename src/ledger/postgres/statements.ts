@@ -7,7 +7,7 @@
  */
 import type { Job } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, LeaseExpectation } from '../operations/statements.js';
+import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation } from '../operations/statements.js';
 import type { PgContext } from './context.js';
 import { type JobRow, lockJobById, selectJobById, toJob } from './rows.js';
 
@@ -48,6 +48,27 @@ const closeAttempt = `UPDATE attempts SET ended_at = $3, outcome = $4, error = $
   WHERE job_id = $1 AND attempt = $2 AND ended_at IS NULL`;
 
 const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES ($1, $2, $3, $4, $5)';
+
+const insertWorkMessages = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
+  SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
+
+// The sweep. Due rows are read FOR UPDATE SKIP LOCKED; expired leases with the columns the
+// expiry needs (a pass may read 10,000 rows, and most only go back to the queue). Sets of
+// jobs are arrays, one statement per set.
+const selectExpiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenant, type FROM jobs
+  WHERE state = 'running' AND lease_deadline <= $1
+  ORDER BY lease_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const requeueExpiredLeases = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = $3,
+    redispatch_at = $4, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = $5
+  WHERE id = ANY($1::text[]) AND state = 'running' AND attempt = $2 AND lease_deadline <= $5 AND NOT cancel_requested`;
+const closeExpiredAttempts = `UPDATE attempts SET ended_at = $3, outcome = 'expired', error = $4
+  WHERE job_id = ANY($1::text[]) AND attempt = $2 AND ended_at IS NULL`;
+const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM jobs
+  WHERE state = 'queued' AND redispatch_at <= $1
+  ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
+const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
 
 const extendLease = `UPDATE jobs SET lease_deadline = $5, updated_at = $4 WHERE ${liveLease}`;
 const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, updated_at = $4 WHERE ${liveLease}`;
@@ -107,6 +128,37 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async insertOutbox(p: Params<'insertOutbox'>): Promise<void> {
     await this.ctx.run(insertOutbox, [p.kind, p.jobId, p.body, p.now, p.availableAt]);
+  }
+
+  async insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): Promise<void> {
+    if (messages.length === 0) return;
+    await this.ctx.run(insertWorkMessages, [messages.map((m) => m.jobId), messages.map((m) => m.body), now, availableAt]);
+  }
+
+  async selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): Promise<ExpiredLease[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>>(selectExpiredLeases, [now, limit]);
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested, tenant: r.tenant, type: r.type }));
+  }
+
+  requeueExpiredLeases(p: Params<'requeueExpiredLeases'>): Promise<number> {
+    return this.ctx.run(requeueExpiredLeases, [p.jobIds, p.attempt, p.notBefore, p.redispatchAt, p.now]);
+  }
+
+  async closeExpiredAttempts(p: Params<'closeExpiredAttempts'>): Promise<void> {
+    await this.ctx.run(closeExpiredAttempts, [p.jobIds, p.attempt, p.now, p.error]);
+  }
+
+  async selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): Promise<DueRedispatch[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before'>>(selectDueRedispatches, [now, limit]);
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, tenant: r.tenant, type: r.type, notBefore: r.not_before }));
+  }
+
+  async hasUnsentWork({ jobId }: Params<'hasUnsentWork'>): Promise<boolean> {
+    return (await this.ctx.row(hasUnsentWork, [jobId])) !== undefined;
+  }
+
+  async postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): Promise<void> {
+    await this.ctx.run(postponeRedispatch, [redispatchAt, jobId, attempt]);
   }
 }
 

@@ -24,6 +24,7 @@ import { recordProgress } from '../operations/record-progress.js';
 import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
 import { settle } from '../operations/settle.js';
+import { sweep } from '../operations/sweep.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
@@ -35,7 +36,6 @@ import { countJobsByState, getAttempts, getJob, listJobs } from './operations/qu
 import { reject } from './operations/reject.js';
 import { outboxSetAside } from './operations/set-aside.js';
 import { submit } from './operations/submit.js';
-import { sweep } from './operations/sweep.js';
 
 export interface SqliteLedgerOptions {
   /** The database file; its folder is created if missing. */
@@ -144,7 +144,7 @@ class SqliteLedger implements Ledger {
     return this.write('reject', () => reject(this.ctx, params));
   }
   sweep(params?: SweepParams) {
-    return this.write('sweep', () => sweep(this.ctx, params));
+    return this.write('sweep', this.plan((env) => sweep(params, env)));
   }
   outboxTake(limit: number) {
     return this.read('outboxTake', () => outboxTake(this.ctx, limit));

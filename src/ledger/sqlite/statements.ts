@@ -6,7 +6,7 @@
  */
 import type { Job } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, LedgerStatements } from '../operations/statements.js';
+import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements } from '../operations/statements.js';
 import type { SqliteContext } from './context.js';
 import { type JobRow, selectJobById, toJob } from './rows.js';
 
@@ -43,6 +43,22 @@ const closeAttempt = `UPDATE attempts SET ended_at = @now, outcome = @outcome, e
   WHERE job_id = @jobId AND attempt = @attempt AND ended_at IS NULL`;
 
 const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES (?, ?, ?, ?, ?)';
+
+// The sweep. Expired leases: the columns the expiry needs (a pass may read 10,000 rows,
+// and most only go back to the queue). Sets of jobs are JSON arrays read with json_each.
+const selectExpiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenant, type FROM jobs
+  WHERE state = 'running' AND lease_deadline <= ? ORDER BY lease_deadline LIMIT ?`;
+const requeueExpiredLeases = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
+    redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = @now
+  WHERE id IN (SELECT value FROM json_each(@ids)) AND state = 'running' AND attempt = @attempt
+    AND lease_deadline <= @now AND cancel_requested = 0`;
+const closeExpiredAttempts = `UPDATE attempts SET ended_at = @now, outcome = 'expired', error = @error
+  WHERE job_id IN (SELECT value FROM json_each(@ids)) AND attempt = @attempt AND ended_at IS NULL`;
+const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM jobs
+  WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
+const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
+const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
 
 const extendLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now WHERE ${liveLease}`;
 const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, updated_at = @now WHERE ${liveLease}`;
@@ -104,6 +120,41 @@ export class SqliteStatements implements LedgerStatements {
 
   insertOutbox(p: Params<'insertOutbox'>): void {
     this.ctx.sql(insertOutbox).run(p.kind, p.jobId, p.body, p.now, p.availableAt);
+  }
+
+  insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): void {
+    // One prepared INSERT per row: no round trips here, and no statement to build per batch.
+    const insert = this.ctx.sql(insertOutbox);
+    for (const { jobId, body } of messages) insert.run('work', jobId, body, now, availableAt);
+  }
+
+  selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): ExpiredLease[] {
+    const rows = this.ctx.sql(selectExpiredLeases).all(now, limit) as Array<
+      Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>
+    >;
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested === 1, tenant: r.tenant, type: r.type }));
+  }
+
+  requeueExpiredLeases(p: Params<'requeueExpiredLeases'>): number {
+    const { attempt, now, notBefore, redispatchAt } = p;
+    return this.ctx.sql(requeueExpiredLeases).run({ ids: JSON.stringify(p.jobIds), attempt, now, notBefore, redispatchAt }).changes;
+  }
+
+  closeExpiredAttempts(p: Params<'closeExpiredAttempts'>): void {
+    this.ctx.sql(closeExpiredAttempts).run({ ids: JSON.stringify(p.jobIds), attempt: p.attempt, now: p.now, error: p.error });
+  }
+
+  selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): DueRedispatch[] {
+    const rows = this.ctx.sql(selectDueRedispatches).all(now, limit) as Array<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before'>>;
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, tenant: r.tenant, type: r.type, notBefore: r.not_before }));
+  }
+
+  hasUnsentWork({ jobId }: Params<'hasUnsentWork'>): boolean {
+    return this.ctx.sql(hasUnsentWork).get(jobId) !== undefined;
+  }
+
+  postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): void {
+    this.ctx.sql(postponeRedispatch).run(redispatchAt, jobId, attempt);
   }
 }
 

@@ -23,21 +23,6 @@ export async function enqueueWork(ctx: PgContext, job: JobRow, now: number, avai
   await ctx.run(insertRow, ['work', job.id, JSON.stringify(body), now, availableAt]);
 }
 
-const insertWorkRows = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
-  SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
-
-/** Work messages for many jobs, all due at `availableAt`, in one statement. */
-export async function enqueueWorkMany(
-  ctx: PgContext,
-  jobs: ReadonlyArray<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type'>>,
-  now: number,
-  availableAt: number,
-): Promise<void> {
-  if (jobs.length === 0) return;
-  const bodies = jobs.map((job) => JSON.stringify(workMessage(job)));
-  await ctx.run(insertWorkRows, [jobs.map((job) => job.id), bodies, now, availableAt]);
-}
-
 export async function enqueueResult(ctx: PgContext, row: JobRow, now: number): Promise<void> {
   const body = resultMessage(toJob(row));
   await ctx.run(insertRow, ['result', row.id, JSON.stringify(body), now, now]);
