@@ -17,6 +17,7 @@
  */
 import type { SerializedError } from '../../core/errors.js';
 import type { Job, OutboxKind } from '../ledger.js';
+import type { ValidSubmission } from '../shared/input-validation.js';
 import type { AttemptOutcome, FailureReason } from '../states.js';
 
 /** The live lease a statement is keyed to. */
@@ -49,6 +50,24 @@ export interface LedgerStatements {
    * ends, so that an edge chosen from it cannot change under the guarded UPDATE that applies it.
    */
   lockJob(params: { jobId: string }): Job | undefined;
+
+  /** The tenant's job submitted with `idempotencyKey`, or undefined. */
+  selectJobByKey(params: { tenant: string; idempotencyKey: string }): Job | undefined;
+
+  /**
+   * Where other transactions may insert the same keys at once (PostgreSQL), takes a lock
+   * per key (the JSON text [tenant, key]) until the transaction ends, always in one order,
+   * so that two batches naming the same keys cannot deadlock. With one writer: nothing.
+   */
+  lockIdempotencyKeys(params: { keys: readonly string[] }): void;
+
+  /**
+   * The submit edge, (none) -> queued@1: a job row with the submission (input and requires
+   * as their JSON text), due at now, redispatched at redispatchAt, created and updated at
+   * now, everything else empty (cancel not requested). Where the (tenant, idempotency key)
+   * is taken, it writes nothing. Answers whether it inserted.
+   */
+  insertJob(params: { id: string; submission: ValidSubmission; now: number; redispatchAt: number }): boolean;
 
   /**
    * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and

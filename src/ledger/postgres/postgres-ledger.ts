@@ -26,6 +26,7 @@ import { recordProgress } from '../operations/record-progress.js';
 import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
 import { settle } from '../operations/settle.js';
+import { submit, submitMany } from '../operations/submit.js';
 import { sweep } from '../operations/sweep.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
@@ -47,7 +48,6 @@ import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js'
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { reject } from './operations/reject.js';
 import { outboxSetAside } from './operations/set-aside.js';
-import { submitMany } from './operations/submit.js';
 
 export interface PostgresLedgerOptions {
   /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */
@@ -205,13 +205,12 @@ class PostgresLedger implements Ledger {
     return (ctx) => runPlanAsync(make({ now: this.clock.now(), config: this.config }), new PgStatements(ctx));
   }
 
-  async submit(params: SubmitParams) {
-    const [result] = await this.write('submit', (ctx) => submitMany(ctx, [params]));
-    return result!;
+  submit(params: SubmitParams) {
+    return this.write('submit', this.plan((env) => submit(params, env)));
   }
   submitMany(params: SubmitParams[]) {
     if (params.length === 0) return this.read('submitMany', async () => []);
-    return this.write('submitMany', (ctx) => submitMany(ctx, params));
+    return this.write('submitMany', this.plan((env) => submitMany(params, env)));
   }
   grantLease(params: GrantLeaseParams) {
     return this.write('grantLease', this.plan((env) => grantLease(params, env)));

@@ -15,6 +15,18 @@ import { type JobRow, lockJobById, selectJobById, toJob } from './rows.js';
 const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
     AND lease_deadline > $4 AND NOT cancel_requested`;
 
+const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = $2';
+// Per (tenant, key), taken in one order by every batch: two batches naming the same keys in
+// opposite orders would otherwise each insert one and wait for the other's (a deadlock that
+// PostgreSQL breaks only after deadlock_timeout). Hash collisions merely serialise more.
+const lockKeys = `SELECT pg_advisory_xact_lock($1, h)
+  FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k) AS keys ORDER BY h`;
+const SUBMIT_LOCK_CLASS = 0x706c_6b79; // 'plky'
+const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
+    not_before, redispatch_at, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, 'queued', 1, $7, $8, $9, $8, $8)
+  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
+
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
     lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6
   WHERE id = $1 AND state = 'queued' AND attempt = $2 AND not_before <= $6
@@ -88,6 +100,18 @@ export class PgStatements implements AsyncLedgerStatements {
 
   lockJob({ jobId }: { jobId: string }): Promise<Job | undefined> {
     return this.job(lockJobById, [jobId]);
+  }
+
+  selectJobByKey({ tenant, idempotencyKey }: Params<'selectJobByKey'>): Promise<Job | undefined> {
+    return this.job(selectJobByKey, [tenant, idempotencyKey]);
+  }
+
+  async lockIdempotencyKeys({ keys }: Params<'lockIdempotencyKeys'>): Promise<void> {
+    await this.ctx.rows(lockKeys, [SUBMIT_LOCK_CLASS, keys]);
+  }
+
+  async insertJob({ id, submission: s, now, redispatchAt }: Params<'insertJob'>): Promise<boolean> {
+    return (await this.ctx.run(insertJob, [id, s.tenant, s.type, s.input, s.requires, s.idempotencyKey, s.maxAttempts, now, redispatchAt])) === 1;
   }
 
   grantLease(p: Params<'grantLease'>): Promise<Job | undefined> {

@@ -24,6 +24,7 @@ import { recordProgress } from '../operations/record-progress.js';
 import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
 import { settle } from '../operations/settle.js';
+import { submit, submitMany } from '../operations/submit.js';
 import { sweep } from '../operations/sweep.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
@@ -35,7 +36,6 @@ import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js'
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 import { reject } from './operations/reject.js';
 import { outboxSetAside } from './operations/set-aside.js';
-import { submit } from './operations/submit.js';
 
 export interface SqliteLedgerOptions {
   /** The database file; its folder is created if missing. */
@@ -114,10 +114,10 @@ class SqliteLedger implements Ledger {
   }
 
   submit(params: SubmitParams) {
-    return this.write('submit', () => submit(this.ctx, params));
+    return this.write('submit', this.plan((env) => submit(params, env)));
   }
   submitMany(params: SubmitParams[]) {
-    return this.write('submitMany', () => params.map((p) => submit(this.ctx, p)));
+    return this.write('submitMany', this.plan((env) => submitMany(params, env)));
   }
   grantLease(params: GrantLeaseParams) {
     return this.write('grantLease', this.plan((env) => grantLease(params, env)));

@@ -14,6 +14,13 @@ import { type JobRow, selectJobById, toJob } from './rows.js';
 const liveLease = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
     AND lease_deadline > @now AND cancel_requested = 0`;
 
+const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
+const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
+    not_before, redispatch_at, created_at, updated_at)
+  VALUES (@id, @tenant, @type, @input, @requires, @idempotencyKey, 'queued', 1, @maxAttempts,
+    @now, @redispatchAt, @now, @now)
+  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
+
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = @token, lease_holder = @worker, lease_proof = @proof,
     lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now
   WHERE id = @jobId AND state = 'queued' AND attempt = @attempt AND not_before <= @now
@@ -79,6 +86,19 @@ export class SqliteStatements implements LedgerStatements {
   lockJob({ jobId }: { jobId: string }): Job | undefined {
     // One writer at a time: the row cannot change before this write ends.
     return this.job(selectJobById, jobId);
+  }
+
+  selectJobByKey({ tenant, idempotencyKey }: Params<'selectJobByKey'>): Job | undefined {
+    const row = this.ctx.sql(selectJobByKey).get(tenant, idempotencyKey) as JobRow | undefined;
+    return row && toJob(row);
+  }
+
+  lockIdempotencyKeys(): void {
+    // One writer at a time: no other transaction can insert a key before this one ends.
+  }
+
+  insertJob({ id, submission, now, redispatchAt }: Params<'insertJob'>): boolean {
+    return this.ctx.sql(insertJob).run({ ...submission, id, now, redispatchAt }).changes === 1;
   }
 
   grantLease(params: Params<'grantLease'>): Job | undefined {
