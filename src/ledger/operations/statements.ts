@@ -16,7 +16,7 @@
  *   - times are the plan's `now` (OperationEnv), never read by a statement.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { Job, OutboxKind } from '../ledger.js';
+import type { Job, OutboxKind, ResultMessage, WorkMessage } from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
 import type { AttemptOutcome, FailureReason } from '../states.js';
 
@@ -135,6 +135,25 @@ export interface LedgerStatements {
   /** One outbox row with the JSON text `body`, created at now, due at availableAt. */
   insertOutbox(params: { kind: OutboxKind; jobId: string; body: string; now: number; availableAt: number }): void;
 
+  /**
+   * Guarded, queued@n -> failed: where the job is queued (at `attempt`, when not null),
+   * failure_reason := reason, the error's class, code and message kept, no redispatch
+   * time, ended and updated at now. Answers the row after.
+   */
+  failQueuedJob(params: { jobId: string; attempt: number | null; reason: FailureReason; error: SerializedError; now: number }): Job | undefined;
+
+  /** Guarded: cancel_requested := true where the job is running, updated at now. Answers the row after. */
+  requestCancel(params: { jobId: string; now: number }): Job | undefined;
+
+  /** Takes the job's unsent work messages out of the outbox (sent at now, set aside with `reason`). */
+  withdrawWork(params: { jobId: string; now: number; reason: string }): void;
+
+  /**
+   * Guarded: where outbox row `id` is unsent, it leaves the outbox (sent at now) set aside
+   * with `reason`. Answers the row's kind, job and body, or undefined when it was not unsent.
+   */
+  setAsideOutboxRow(params: { id: number; now: number; reason: string }): OutboxRowRef | undefined;
+
   /** Work messages for many jobs (JSON text bodies), all created at now and due at availableAt. */
   insertWorkMessages(params: { messages: ReadonlyArray<{ jobId: string; body: string }>; now: number; availableAt: number }): void;
 
@@ -169,6 +188,9 @@ export interface LedgerStatements {
   /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
   postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
 }
+
+/** What setAsideOutboxRow answers of the row it set aside. */
+export type OutboxRowRef = { kind: 'work'; jobId: string; body: WorkMessage } | { kind: 'result'; jobId: string; body: ResultMessage };
 
 /** What the sweep reads of a running job whose lease ran out: enough to choose its edge and requeue it. */
 export type ExpiredLease = Pick<Job, 'id' | 'attempt' | 'maxAttempts' | 'cancelRequested' | 'tenant' | 'type'>;

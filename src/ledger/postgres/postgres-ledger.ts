@@ -19,12 +19,15 @@ import {
   type SubmitParams,
   type SweepParams,
 } from '../ledger.js';
+import { cancel } from '../operations/cancel.js';
 import { checkLease } from '../operations/check-lease.js';
 import { grantLease } from '../operations/grant-lease.js';
 import { runPlanAsync, type OperationEnv, type Plan } from '../operations/plan.js';
 import { recordProgress } from '../operations/record-progress.js';
+import { reject } from '../operations/reject.js';
 import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
+import { outboxSetAside } from '../operations/set-aside.js';
 import { settle } from '../operations/settle.js';
 import { submit, submitMany } from '../operations/submit.js';
 import { sweep } from '../operations/sweep.js';
@@ -43,11 +46,8 @@ import {
   validateSchema,
 } from './database.js';
 import { PgStatements } from './statements.js';
-import { cancel } from './operations/cancel.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
-import { reject } from './operations/reject.js';
-import { outboxSetAside } from './operations/set-aside.js';
 
 export interface PostgresLedgerOptions {
   /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */
@@ -231,10 +231,10 @@ class PostgresLedger implements Ledger {
     return this.write('release', this.plan((env) => release(params, env)));
   }
   cancel(params: CancelParams) {
-    return this.write('cancel', (ctx) => cancel(ctx, params));
+    return this.write('cancel', this.plan((env) => cancel(params, env)));
   }
   reject(params: RejectParams) {
-    return this.write('reject', (ctx) => reject(ctx, params));
+    return this.write('reject', this.plan((env) => reject(params, env)));
   }
   sweep(params?: SweepParams) {
     return this.write('sweep', this.plan((env) => sweep(params, env)));
@@ -246,7 +246,7 @@ class PostgresLedger implements Ledger {
     return this.write('outboxMarkSent', (ctx) => outboxMarkSent(ctx, ids));
   }
   outboxSetAside(rows: readonly OutboxSetAside[]) {
-    return this.write('outboxSetAside', (ctx) => outboxSetAside(ctx, rows));
+    return this.write('outboxSetAside', this.plan((env) => outboxSetAside(rows, env)));
   }
   outboxStats() {
     return this.read('outboxStats', (ctx) => outboxStats(ctx));

@@ -5,9 +5,9 @@
  * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
  * row count or RETURNING row decides.
  */
-import type { Job } from '../ledger.js';
+import type { Job, OutboxKind } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation } from '../operations/statements.js';
+import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
 import type { PgContext } from './context.js';
 import { type JobRow, lockJobById, selectJobById, toJob } from './rows.js';
 
@@ -60,6 +60,17 @@ const closeAttempt = `UPDATE attempts SET ended_at = $3, outcome = $4, error = $
   WHERE job_id = $1 AND attempt = $2 AND ended_at IS NULL`;
 
 const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES ($1, $2, $3, $4, $5)';
+
+const failQueuedJob = `UPDATE jobs SET state = 'failed', failure_reason = $3, error_class = $4,
+    error_code = $5, error_message = $6, redispatch_at = NULL, ended_at = $7, updated_at = $7
+  WHERE id = $1 AND state = 'queued' AND ($2::integer IS NULL OR attempt = $2)
+  RETURNING *`;
+const requestCancel = `UPDATE jobs SET cancel_requested = true, updated_at = $2 WHERE id = $1 AND state = 'running'
+  RETURNING *`;
+const withdrawWork = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3
+  WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL`;
+const setAsideOutboxRow = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3 WHERE id = $1 AND sent_at IS NULL
+  RETURNING kind, job_id, body`;
 
 const insertWorkMessages = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
   SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
@@ -152,6 +163,23 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async insertOutbox(p: Params<'insertOutbox'>): Promise<void> {
     await this.ctx.run(insertOutbox, [p.kind, p.jobId, p.body, p.now, p.availableAt]);
+  }
+
+  failQueuedJob({ jobId, attempt, reason, error, now }: Params<'failQueuedJob'>): Promise<Job | undefined> {
+    return this.job(failQueuedJob, [jobId, attempt, reason, error.class, error.code, error.message, now]);
+  }
+
+  requestCancel({ jobId, now }: Params<'requestCancel'>): Promise<Job | undefined> {
+    return this.job(requestCancel, [jobId, now]);
+  }
+
+  async withdrawWork({ jobId, now, reason }: Params<'withdrawWork'>): Promise<void> {
+    await this.ctx.run(withdrawWork, [jobId, now, reason]);
+  }
+
+  async setAsideOutboxRow({ id, now, reason }: Params<'setAsideOutboxRow'>): Promise<OutboxRowRef | undefined> {
+    const row = await this.ctx.row<{ kind: OutboxKind; job_id: string; body: unknown }>(setAsideOutboxRow, [id, now, reason]);
+    return row && ({ kind: row.kind, jobId: row.job_id, body: row.body } as OutboxRowRef);
   }
 
   async insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): Promise<void> {

@@ -17,12 +17,15 @@ import {
   type SubmitParams,
   type SweepParams,
 } from '../ledger.js';
+import { cancel } from '../operations/cancel.js';
 import { checkLease } from '../operations/check-lease.js';
 import { grantLease } from '../operations/grant-lease.js';
 import { runPlan, type OperationEnv, type Plan } from '../operations/plan.js';
 import { recordProgress } from '../operations/record-progress.js';
+import { reject } from '../operations/reject.js';
 import { release } from '../operations/release.js';
 import { renewLeases } from '../operations/renew-leases.js';
+import { outboxSetAside } from '../operations/set-aside.js';
 import { settle } from '../operations/settle.js';
 import { submit, submitMany } from '../operations/submit.js';
 import { sweep } from '../operations/sweep.js';
@@ -31,11 +34,8 @@ import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
 import { GroupCommitter } from './group-commit.js';
 import { SqliteStatements } from './statements.js';
-import { cancel } from './operations/cancel.js';
 import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
-import { reject } from './operations/reject.js';
-import { outboxSetAside } from './operations/set-aside.js';
 
 export interface SqliteLedgerOptions {
   /** The database file; its folder is created if missing. */
@@ -138,10 +138,10 @@ class SqliteLedger implements Ledger {
     return this.write('release', this.plan((env) => release(params, env)));
   }
   cancel(params: CancelParams) {
-    return this.write('cancel', () => cancel(this.ctx, params));
+    return this.write('cancel', this.plan((env) => cancel(params, env)));
   }
   reject(params: RejectParams) {
-    return this.write('reject', () => reject(this.ctx, params));
+    return this.write('reject', this.plan((env) => reject(params, env)));
   }
   sweep(params?: SweepParams) {
     return this.write('sweep', this.plan((env) => sweep(params, env)));
@@ -153,7 +153,7 @@ class SqliteLedger implements Ledger {
     return this.write('outboxMarkSent', () => outboxMarkSent(this.ctx, ids));
   }
   outboxSetAside(rows: readonly OutboxSetAside[]) {
-    return this.write('outboxSetAside', () => outboxSetAside(this.ctx, rows));
+    return this.write('outboxSetAside', this.plan((env) => outboxSetAside(rows, env)));
   }
   outboxStats() {
     return this.read('outboxStats', () => outboxStats(this.ctx));

@@ -4,9 +4,9 @@
  * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
  * read in a write cannot change before that write ends.
  */
-import type { Job } from '../ledger.js';
+import type { Job, OutboxKind } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements } from '../operations/statements.js';
+import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
 import type { SqliteContext } from './context.js';
 import { type JobRow, selectJobById, toJob } from './rows.js';
 
@@ -50,6 +50,17 @@ const closeAttempt = `UPDATE attempts SET ended_at = @now, outcome = @outcome, e
   WHERE job_id = @jobId AND attempt = @attempt AND ended_at IS NULL`;
 
 const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES (?, ?, ?, ?, ?)';
+
+const failQueuedJob = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
+    error_code = @errorCode, error_message = @errorMessage, redispatch_at = NULL, ended_at = @now, updated_at = @now
+  WHERE id = @jobId AND state = 'queued' AND (@attempt IS NULL OR attempt = @attempt)
+  RETURNING *`;
+const requestCancel = `UPDATE jobs SET cancel_requested = 1, updated_at = @now WHERE id = @jobId AND state = 'running'
+  RETURNING *`;
+const withdrawWork = `UPDATE outbox SET sent_at = @now, set_aside_reason = @reason
+  WHERE job_id = @jobId AND kind = 'work' AND sent_at IS NULL`;
+const setAsideOutboxRow = `UPDATE outbox SET sent_at = @now, set_aside_reason = @reason WHERE id = @id AND sent_at IS NULL
+  RETURNING kind, job_id, body`;
 
 // The sweep. Expired leases: the columns the expiry needs (a pass may read 10,000 rows,
 // and most only go back to the queue). Sets of jobs are JSON arrays read with json_each.
@@ -140,6 +151,23 @@ export class SqliteStatements implements LedgerStatements {
 
   insertOutbox(p: Params<'insertOutbox'>): void {
     this.ctx.sql(insertOutbox).run(p.kind, p.jobId, p.body, p.now, p.availableAt);
+  }
+
+  failQueuedJob({ jobId, attempt, reason, error, now }: Params<'failQueuedJob'>): Job | undefined {
+    return this.job(failQueuedJob, { jobId, attempt, reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message, now });
+  }
+
+  requestCancel(params: Params<'requestCancel'>): Job | undefined {
+    return this.job(requestCancel, params);
+  }
+
+  withdrawWork(params: Params<'withdrawWork'>): void {
+    this.ctx.sql(withdrawWork).run(params);
+  }
+
+  setAsideOutboxRow(params: Params<'setAsideOutboxRow'>): OutboxRowRef | undefined {
+    const row = this.ctx.sql(setAsideOutboxRow).get(params) as { kind: OutboxKind; job_id: string; body: string } | undefined;
+    return row && ({ kind: row.kind, jobId: row.job_id, body: JSON.parse(row.body) as unknown } as OutboxRowRef);
   }
 
   insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): void {
