@@ -16,9 +16,9 @@
  *   - times are the plan's `now` (OperationEnv), never read by a statement.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { Job, OutboxKind, ResultMessage, WorkMessage } from '../ledger.js';
+import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
-import type { AttemptOutcome, FailureReason } from '../states.js';
+import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
 /** The live lease a statement is keyed to. */
 export interface LeaseKey {
@@ -153,6 +153,31 @@ export interface LedgerStatements {
    * with `reason`. Answers the row's kind, job and body, or undefined when it was not unsent.
    */
   setAsideOutboxRow(params: { id: number; now: number; reason: string }): OutboxRowRef | undefined;
+
+  /**
+   * Up to `limit` unsent outbox rows due at now (available_at <= now), in id order, bodies
+   * parsed. Walks the unsent rows in id order and skips the few not yet due (backoffs), so
+   * the cost is the rows returned plus the backoffs ahead of them, never a sort of the backlog.
+   */
+  selectDueOutbox(params: { now: number; limit: number }): OutboxMessage[];
+
+  /** Marks the outbox rows `ids` sent at now, where not sent already. */
+  markOutboxSent(params: { ids: readonly number[]; now: number }): void;
+
+  /** How many unsent rows are due at now, and the creation time of the oldest (null when none). */
+  selectOutboxStats(params: { now: number }): OutboxStats;
+
+  /** The job's attempt history, by attempt number. */
+  selectAttempts(params: { jobId: string }): AttemptRecord[];
+
+  /**
+   * Up to `limit` jobs, newest first (by insertion sequence), with each one's sequence
+   * number; each filter, when not null, narrows: tenant, state, type, and seq < before.
+   */
+  selectJobPage(params: { tenant: string | null; state: JobState | null; type: string | null; before: number | null; limit: number }): Array<{ seq: number; job: Job }>;
+
+  /** How many jobs are in each state (states with none may be left out). */
+  countJobsByState(params: Record<string, never>): Array<{ state: JobState; count: number }>;
 
   /** Work messages for many jobs (JSON text bodies), all created at now and due at availableAt. */
   insertWorkMessages(params: { messages: ReadonlyArray<{ jobId: string; body: string }>; now: number; availableAt: number }): void;

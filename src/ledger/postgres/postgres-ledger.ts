@@ -22,7 +22,9 @@ import {
 import { cancel } from '../operations/cancel.js';
 import { checkLease } from '../operations/check-lease.js';
 import { grantLease } from '../operations/grant-lease.js';
+import { outboxMarkSent, outboxStats, outboxTake } from '../operations/outbox.js';
 import { runPlanAsync, type OperationEnv, type Plan } from '../operations/plan.js';
+import { countJobsByState, getAttempts, getJob, listJobs } from '../operations/queries.js';
 import { recordProgress } from '../operations/record-progress.js';
 import { reject } from '../operations/reject.js';
 import { release } from '../operations/release.js';
@@ -46,8 +48,6 @@ import {
   validateSchema,
 } from './database.js';
 import { PgStatements } from './statements.js';
-import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 
 export interface PostgresLedgerOptions {
   /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */
@@ -240,28 +240,28 @@ class PostgresLedger implements Ledger {
     return this.write('sweep', this.plan((env) => sweep(params, env)));
   }
   outboxTake(limit: number) {
-    return this.read('outboxTake', (ctx) => outboxTake(ctx, limit));
+    return this.read('outboxTake', this.plan((env) => outboxTake(limit, env)));
   }
   outboxMarkSent(ids: readonly number[]) {
-    return this.write('outboxMarkSent', (ctx) => outboxMarkSent(ctx, ids));
+    return this.write('outboxMarkSent', this.plan((env) => outboxMarkSent(ids, env)));
   }
   outboxSetAside(rows: readonly OutboxSetAside[]) {
     return this.write('outboxSetAside', this.plan((env) => outboxSetAside(rows, env)));
   }
   outboxStats() {
-    return this.read('outboxStats', (ctx) => outboxStats(ctx));
+    return this.read('outboxStats', this.plan((env) => outboxStats(env)));
   }
   getJob(jobId: string, tenant?: string) {
-    return this.read('getJob', (ctx) => getJob(ctx, jobId, tenant));
+    return this.read('getJob', this.plan(() => getJob(jobId, tenant)));
   }
   getAttempts(jobId: string) {
-    return this.read('getAttempts', (ctx) => getAttempts(ctx, jobId));
+    return this.read('getAttempts', this.plan(() => getAttempts(jobId)));
   }
   listJobs(params: ListJobsParams) {
-    return this.read('listJobs', (ctx) => listJobs(ctx, params));
+    return this.read('listJobs', this.plan(() => listJobs(params)));
   }
   countJobsByState() {
-    return this.read('countJobsByState', (ctx) => countJobsByState(ctx));
+    return this.read('countJobsByState', this.plan(() => countJobsByState()));
   }
   async close(): Promise<void> {
     if (this.closed) return;

@@ -5,11 +5,12 @@
  * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
  * row count or RETURNING row decides.
  */
-import type { Job, OutboxKind } from '../ledger.js';
+import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
 import type { PgContext } from './context.js';
-import { type JobRow, lockJobById, selectJobById, toJob } from './rows.js';
+import type { JobState } from '../states.js';
+import { type AttemptRow, type JobRow, lockJobById, selectJobById, toAttempt, toJob } from './rows.js';
 
 // $1 job, $2 attempt, $3 token, $4 now: the live, uncancelled lease.
 const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
@@ -71,6 +72,15 @@ const withdrawWork = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3
   WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL`;
 const setAsideOutboxRow = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3 WHERE id = $1 AND sent_at IS NULL
   RETURNING kind, job_id, body`;
+
+// Walks the unsent rows in id order (a partial index) and skips the few not yet due.
+const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= $1 ORDER BY id LIMIT $2`;
+const markOutboxSent = 'UPDATE outbox SET sent_at = $1 WHERE id = ANY($2::bigint[]) AND sent_at IS NULL';
+const selectOutboxStats = 'SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= $1';
+
+const selectAttempts = 'SELECT * FROM attempts WHERE job_id = $1 ORDER BY attempt';
+const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
 
 const insertWorkMessages = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
   SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
@@ -180,6 +190,62 @@ export class PgStatements implements AsyncLedgerStatements {
   async setAsideOutboxRow({ id, now, reason }: Params<'setAsideOutboxRow'>): Promise<OutboxRowRef | undefined> {
     const row = await this.ctx.row<{ kind: OutboxKind; job_id: string; body: unknown }>(setAsideOutboxRow, [id, now, reason]);
     return row && ({ kind: row.kind, jobId: row.job_id, body: row.body } as OutboxRowRef);
+  }
+
+  async selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): Promise<OutboxMessage[]> {
+    const rows = await this.ctx.rows<{
+      id: number;
+      kind: OutboxKind;
+      job_id: string;
+      body: unknown;
+      created_at: number;
+      available_at: number;
+    }>(selectDueOutbox, [now, limit]);
+    return rows.map(
+      (row) =>
+        ({
+          id: row.id,
+          kind: row.kind,
+          jobId: row.job_id,
+          createdAt: row.created_at,
+          availableAt: row.available_at,
+          body: row.body,
+        }) as OutboxMessage,
+    );
+  }
+
+  async markOutboxSent({ ids, now }: Params<'markOutboxSent'>): Promise<void> {
+    await this.ctx.run(markOutboxSent, [now, ids]);
+  }
+
+  async selectOutboxStats({ now }: Params<'selectOutboxStats'>): Promise<OutboxStats> {
+    const row = await this.ctx.row<{ unsent: number; oldest: number | null }>(selectOutboxStats, [now]);
+    return { unsent: row?.unsent ?? 0, oldestCreatedAt: row?.oldest ?? null };
+  }
+
+  async selectAttempts({ jobId }: Params<'selectAttempts'>): Promise<AttemptRecord[]> {
+    return (await this.ctx.rows<AttemptRow>(selectAttempts, [jobId])).map(toAttempt);
+  }
+
+  /** The statement names only the filters given, so each of its few shapes gets a plan that uses the matching index. */
+  async selectJobPage(params: Params<'selectJobPage'>): Promise<Array<{ seq: number; job: Job }>> {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const filter = (column: string, op: string, value: unknown) => {
+      values.push(value);
+      where.push(`${column} ${op} $${values.length}`);
+    };
+    if (params.tenant !== null) filter('tenant', '=', params.tenant);
+    if (params.state !== null) filter('state', '=', params.state);
+    if (params.type !== null) filter('type', '=', params.type);
+    if (params.before !== null) filter('seq', '<', params.before);
+    values.push(params.limit);
+    const text = `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT $${values.length}`;
+    return (await this.ctx.rows<JobRow>(text, values)).map((row) => ({ seq: row.seq, job: toJob(row) }));
+  }
+
+  countJobsByState(): Promise<Array<{ state: JobState; count: number }>> {
+    return this.ctx.rows<{ state: JobState; count: number }>(countJobsByState);
   }
 
   async insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): Promise<void> {

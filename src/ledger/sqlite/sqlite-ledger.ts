@@ -20,7 +20,9 @@ import {
 import { cancel } from '../operations/cancel.js';
 import { checkLease } from '../operations/check-lease.js';
 import { grantLease } from '../operations/grant-lease.js';
+import { outboxMarkSent, outboxStats, outboxTake } from '../operations/outbox.js';
 import { runPlan, type OperationEnv, type Plan } from '../operations/plan.js';
+import { countJobsByState, getAttempts, getJob, listJobs } from '../operations/queries.js';
 import { recordProgress } from '../operations/record-progress.js';
 import { reject } from '../operations/reject.js';
 import { release } from '../operations/release.js';
@@ -34,8 +36,6 @@ import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
 import { GroupCommitter } from './group-commit.js';
 import { SqliteStatements } from './statements.js';
-import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
 
 export interface SqliteLedgerOptions {
   /** The database file; its folder is created if missing. */
@@ -147,28 +147,28 @@ class SqliteLedger implements Ledger {
     return this.write('sweep', this.plan((env) => sweep(params, env)));
   }
   outboxTake(limit: number) {
-    return this.read('outboxTake', () => outboxTake(this.ctx, limit));
+    return this.read('outboxTake', this.plan((env) => outboxTake(limit, env)));
   }
   outboxMarkSent(ids: readonly number[]) {
-    return this.write('outboxMarkSent', () => outboxMarkSent(this.ctx, ids));
+    return this.write('outboxMarkSent', this.plan((env) => outboxMarkSent(ids, env)));
   }
   outboxSetAside(rows: readonly OutboxSetAside[]) {
     return this.write('outboxSetAside', this.plan((env) => outboxSetAside(rows, env)));
   }
   outboxStats() {
-    return this.read('outboxStats', () => outboxStats(this.ctx));
+    return this.read('outboxStats', this.plan((env) => outboxStats(env)));
   }
   getJob(jobId: string, tenant?: string) {
-    return this.read('getJob', () => getJob(this.ctx, jobId, tenant));
+    return this.read('getJob', this.plan(() => getJob(jobId, tenant)));
   }
   getAttempts(jobId: string) {
-    return this.read('getAttempts', () => getAttempts(this.ctx, jobId));
+    return this.read('getAttempts', this.plan(() => getAttempts(jobId)));
   }
   listJobs(params: ListJobsParams) {
-    return this.read('listJobs', () => listJobs(this.ctx, params));
+    return this.read('listJobs', this.plan(() => listJobs(params)));
   }
   countJobsByState() {
-    return this.read('countJobsByState', () => countJobsByState(this.ctx));
+    return this.read('countJobsByState', this.plan(() => countJobsByState()));
   }
   async close(): Promise<void> {
     if (this.closed) return;

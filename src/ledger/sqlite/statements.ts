@@ -4,11 +4,12 @@
  * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
  * read in a write cannot change before that write ends.
  */
-import type { Job, OutboxKind } from '../ledger.js';
+import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
 import type { SqliteContext } from './context.js';
-import { type JobRow, selectJobById, toJob } from './rows.js';
+import type { JobState } from '../states.js';
+import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from './rows.js';
 
 // The live, uncancelled lease (job, attempt, token) at @now.
 const liveLease = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
@@ -61,6 +62,20 @@ const withdrawWork = `UPDATE outbox SET sent_at = @now, set_aside_reason = @reas
   WHERE job_id = @jobId AND kind = 'work' AND sent_at IS NULL`;
 const setAsideOutboxRow = `UPDATE outbox SET sent_at = @now, set_aside_reason = @reason WHERE id = @id AND sent_at IS NULL
   RETURNING kind, job_id, body`;
+
+// Walks the unsent rows in id order and skips the few not yet due.
+const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= ? ORDER BY id LIMIT ?`;
+const markOutboxSent = 'UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL';
+const selectOutboxStats = `SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= ?`;
+
+const selectAttempts = 'SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt';
+// NULL filters match everything, so one prepared statement serves every combination.
+const selectJobPage = `SELECT * FROM jobs
+  WHERE (@tenant IS NULL OR tenant = @tenant) AND (@state IS NULL OR state = @state)
+    AND (@type IS NULL OR type = @type) AND (@before IS NULL OR seq < @before)
+  ORDER BY seq DESC LIMIT @limit`;
+const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
 
 // The sweep. Expired leases: the columns the expiry needs (a pass may read 10,000 rows,
 // and most only go back to the queue). Sets of jobs are JSON arrays read with json_each.
@@ -168,6 +183,50 @@ export class SqliteStatements implements LedgerStatements {
   setAsideOutboxRow(params: Params<'setAsideOutboxRow'>): OutboxRowRef | undefined {
     const row = this.ctx.sql(setAsideOutboxRow).get(params) as { kind: OutboxKind; job_id: string; body: string } | undefined;
     return row && ({ kind: row.kind, jobId: row.job_id, body: JSON.parse(row.body) as unknown } as OutboxRowRef);
+  }
+
+  selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): OutboxMessage[] {
+    const rows = this.ctx.sql(selectDueOutbox).all(now, limit) as Array<{
+      id: number;
+      kind: OutboxKind;
+      job_id: string;
+      body: string;
+      created_at: number;
+      available_at: number;
+    }>;
+    return rows.map(
+      (row) =>
+        ({
+          id: row.id,
+          kind: row.kind,
+          jobId: row.job_id,
+          createdAt: row.created_at,
+          availableAt: row.available_at,
+          body: JSON.parse(row.body) as unknown,
+        }) as OutboxMessage,
+    );
+  }
+
+  markOutboxSent({ ids, now }: Params<'markOutboxSent'>): void {
+    const statement = this.ctx.sql(markOutboxSent);
+    for (const id of ids) statement.run(now, id);
+  }
+
+  selectOutboxStats({ now }: Params<'selectOutboxStats'>): OutboxStats {
+    const row = this.ctx.sql(selectOutboxStats).get(now) as { unsent: number; oldest: number | null };
+    return { unsent: row.unsent, oldestCreatedAt: row.oldest };
+  }
+
+  selectAttempts({ jobId }: Params<'selectAttempts'>): AttemptRecord[] {
+    return (this.ctx.sql(selectAttempts).all(jobId) as AttemptRow[]).map(toAttempt);
+  }
+
+  selectJobPage(params: Params<'selectJobPage'>): Array<{ seq: number; job: Job }> {
+    return (this.ctx.sql(selectJobPage).all(params) as JobRow[]).map((row) => ({ seq: row.seq, job: toJob(row) }));
+  }
+
+  countJobsByState(): Array<{ state: JobState; count: number }> {
+    return this.ctx.sql(countJobsByState).all() as Array<{ state: JobState; count: number }>;
   }
 
   insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): void {
