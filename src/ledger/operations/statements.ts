@@ -42,6 +42,8 @@ export interface AttemptGuard extends LeaseKey {
 }
 
 export interface LedgerStatements {
+  // Jobs, read.
+
   /** The job, or undefined when there is none. Takes no lock. */
   selectJob(params: { jobId: string }): Job | undefined;
 
@@ -50,6 +52,8 @@ export interface LedgerStatements {
    * ends, so that an edge chosen from it cannot change under the guarded UPDATE that applies it.
    */
   lockJob(params: { jobId: string }): Job | undefined;
+
+  // Submit.
 
   /** The tenant's job submitted with `idempotencyKey`, or undefined. */
   selectJobByKey(params: { tenant: string; idempotencyKey: string }): Job | undefined;
@@ -68,6 +72,8 @@ export interface LedgerStatements {
    * is taken, it writes nothing. Answers whether it inserted.
    */
   insertJob(params: { id: string; submission: ValidSubmission; now: number; redispatchAt: number }): boolean;
+
+  // Grant, renew, progress.
 
   /**
    * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and
@@ -103,12 +109,10 @@ export interface LedgerStatements {
   /** Guarded as extendLease: progress := fraction, progress_message := message. */
   updateProgress(params: LeaseKey & { fraction: number; message: string | null; now: number }): boolean;
 
-  /*
-   * The exits from running@n answer whether the guard held, not the row: the plan knows
-   * the row after from the row it read (end-attempt.ts), and reading it back costs more
-   * than the UPDATE (a sweep's batch, a burst of settles). Each SETs exactly what the
-   * plan's twin in end-attempt.ts says.
-   */
+  // The exits from running@n (settle, release, sweep). They answer whether the guard held,
+  // not the row: the plan knows the row after from the row it read (end-attempt.ts), and
+  // reading it back costs more than the UPDATE (a sweep's batch, a burst of settles). Each
+  // SETs exactly what its twin in end-attempt.ts says.
 
   /**
    * Guarded (AttemptGuard), running@n -> finished: result := the JSON text `result`,
@@ -132,8 +136,15 @@ export interface LedgerStatements {
   /** Ends the history row of `attempt` if still open: ended at now, its outcome, the error as JSON text (or null). */
   closeAttempt(params: { jobId: string; attempt: number; now: number; outcome: AttemptOutcome; error: string | null }): void;
 
+  // The outbox.
+
   /** One outbox row with the JSON text `body`, created at now, due at availableAt. */
   insertOutbox(params: { kind: OutboxKind; jobId: string; body: string; now: number; availableAt: number }): void;
+
+  /** Work messages for many jobs (JSON text bodies), all created at now and due at availableAt. */
+  insertWorkMessages(params: { messages: ReadonlyArray<{ jobId: string; body: string }>; now: number; availableAt: number }): void;
+
+  // Queued jobs that fail at once (cancel, reject, set aside), and cancel requests.
 
   /**
    * Guarded, queued@n -> failed: where the job is queued (at `attempt`, when not null),
@@ -154,6 +165,8 @@ export interface LedgerStatements {
    */
   setAsideOutboxRow(params: { id: number; now: number; reason: string }): OutboxRowRef | undefined;
 
+  // The relay's side of the outbox.
+
   /**
    * Up to `limit` unsent outbox rows due at now (available_at <= now), in id order, bodies
    * parsed. Walks the unsent rows in id order and skips the few not yet due (backoffs), so
@@ -167,6 +180,8 @@ export interface LedgerStatements {
   /** How many unsent rows are due at now, and the creation time of the oldest (null when none). */
   selectOutboxStats(params: { now: number }): OutboxStats;
 
+  // Queries.
+
   /** The job's attempt history, by attempt number. */
   selectAttempts(params: { jobId: string }): AttemptRecord[];
 
@@ -179,11 +194,8 @@ export interface LedgerStatements {
   /** How many jobs are in each state (states with none may be left out). */
   countJobsByState(params: Record<string, never>): Array<{ state: JobState; count: number }>;
 
-  /** Work messages for many jobs (JSON text bodies), all created at now and due at availableAt. */
-  insertWorkMessages(params: { messages: ReadonlyArray<{ jobId: string; body: string }>; now: number; availableAt: number }): void;
-
-  // The sweep's statements: due rows read through the partial indexes of what is due, and
-  // set-based exits for the bulk of expired leases.
+  // The sweep: due rows read through the partial indexes of what is due, and set-based
+  // exits for the bulk of expired leases.
 
   /**
    * Up to `limit` running jobs whose lease ran out (lease_deadline <= now), earliest

@@ -8,13 +8,9 @@
 import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
-import type { PgContext } from './context.js';
 import type { JobState } from '../states.js';
+import type { PgContext } from './context.js';
 import { type AttemptRow, type JobRow, lockJobById, selectJobById, toAttempt, toJob } from './rows.js';
-
-// $1 job, $2 attempt, $3 token, $4 now: the live, uncancelled lease.
-const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
-    AND lease_deadline > $4 AND NOT cancel_requested`;
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = $2';
 // Per (tenant, key), taken in one order by every batch: two batches naming the same keys in
@@ -37,6 +33,13 @@ const regrantLease = `UPDATE jobs SET lease_deadline = $4, updated_at = $5
     AND lease_proof = $6 AND lease_deadline > $5 AND NOT cancel_requested
   RETURNING *`;
 const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES ($1, $2, $3, $4)';
+
+// $1 job, $2 attempt, $3 token, $4 now: the live, uncancelled lease.
+const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
+    AND lease_deadline > $4 AND NOT cancel_requested`;
+
+const extendLease = `UPDATE jobs SET lease_deadline = $5, updated_at = $4 WHERE ${liveLease}`;
+const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, updated_at = $4 WHERE ${liveLease}`;
 
 // AttemptGuard, the exits from running@n: $1 job, $2 attempt, $3 token, $4 now, $5 cancel_requested
 // as decided on; one statement per expectation, so that each has a plain plan.
@@ -61,6 +64,8 @@ const closeAttempt = `UPDATE attempts SET ended_at = $3, outcome = $4, error = $
   WHERE job_id = $1 AND attempt = $2 AND ended_at IS NULL`;
 
 const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES ($1, $2, $3, $4, $5)';
+const insertWorkMessages = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
+  SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
 
 const failQueuedJob = `UPDATE jobs SET state = 'failed', failure_reason = $3, error_class = $4,
     error_code = $5, error_message = $6, redispatch_at = NULL, ended_at = $7, updated_at = $7
@@ -82,9 +87,6 @@ const selectOutboxStats = 'SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest 
 const selectAttempts = 'SELECT * FROM attempts WHERE job_id = $1 ORDER BY attempt';
 const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
 
-const insertWorkMessages = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
-  SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
-
 // The sweep. Due rows are read FOR UPDATE SKIP LOCKED; expired leases with the columns the
 // expiry needs (a pass may read 10,000 rows, and most only go back to the queue). Sets of
 // jobs are arrays, one statement per set.
@@ -103,9 +105,6 @@ const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
 
-const extendLease = `UPDATE jobs SET lease_deadline = $5, updated_at = $4 WHERE ${liveLease}`;
-const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, updated_at = $4 WHERE ${liveLease}`;
-
 export class PgStatements implements AsyncLedgerStatements {
   constructor(private readonly ctx: PgContext) {}
 
@@ -115,11 +114,11 @@ export class PgStatements implements AsyncLedgerStatements {
     return row && toJob(row);
   }
 
-  selectJob({ jobId }: { jobId: string }): Promise<Job | undefined> {
+  selectJob({ jobId }: Params<'selectJob'>): Promise<Job | undefined> {
     return this.job(selectJobById, [jobId]);
   }
 
-  lockJob({ jobId }: { jobId: string }): Promise<Job | undefined> {
+  lockJob({ jobId }: Params<'lockJob'>): Promise<Job | undefined> {
     return this.job(lockJobById, [jobId]);
   }
 
@@ -173,6 +172,11 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async insertOutbox(p: Params<'insertOutbox'>): Promise<void> {
     await this.ctx.run(insertOutbox, [p.kind, p.jobId, p.body, p.now, p.availableAt]);
+  }
+
+  async insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): Promise<void> {
+    if (messages.length === 0) return;
+    await this.ctx.run(insertWorkMessages, [messages.map((m) => m.jobId), messages.map((m) => m.body), now, availableAt]);
   }
 
   failQueuedJob({ jobId, attempt, reason, error, now }: Params<'failQueuedJob'>): Promise<Job | undefined> {
@@ -248,11 +252,6 @@ export class PgStatements implements AsyncLedgerStatements {
     return this.ctx.rows<{ state: JobState; count: number }>(countJobsByState);
   }
 
-  async insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): Promise<void> {
-    if (messages.length === 0) return;
-    await this.ctx.run(insertWorkMessages, [messages.map((m) => m.jobId), messages.map((m) => m.body), now, availableAt]);
-  }
-
   async selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): Promise<ExpiredLease[]> {
     const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>>(selectExpiredLeases, [now, limit]);
     return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested, tenant: r.tenant, type: r.type }));
@@ -280,6 +279,7 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 }
 
+/** An AttemptGuard as the exits bind it: $1 to $5. */
 function guard(p: AttemptGuard): unknown[] {
   return [p.jobId, p.attempt, p.token, p.now, p.cancelRequested];
 }

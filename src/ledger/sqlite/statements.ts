@@ -7,13 +7,9 @@
 import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
-import type { SqliteContext } from './context.js';
 import type { JobState } from '../states.js';
+import type { SqliteContext } from './context.js';
 import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from './rows.js';
-
-// The live, uncancelled lease (job, attempt, token) at @now.
-const liveLease = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
-    AND lease_deadline > @now AND cancel_requested = 0`;
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
@@ -31,6 +27,13 @@ const regrantLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @
     AND lease_proof = @proof AND lease_deadline > @now AND cancel_requested = 0
   RETURNING *`;
 const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (@jobId, @attempt, @worker, @now)';
+
+// The live, uncancelled lease (job, attempt, token) at @now.
+const liveLease = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
+    AND lease_deadline > @now AND cancel_requested = 0`;
+
+const extendLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now WHERE ${liveLease}`;
+const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, updated_at = @now WHERE ${liveLease}`;
 
 // AttemptGuard: the exits from running@n.
 const attemptGuard = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
@@ -93,9 +96,6 @@ const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
 
-const extendLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now WHERE ${liveLease}`;
-const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, updated_at = @now WHERE ${liveLease}`;
-
 export class SqliteStatements implements LedgerStatements {
   constructor(private readonly ctx: SqliteContext) {}
 
@@ -105,11 +105,11 @@ export class SqliteStatements implements LedgerStatements {
     return row && toJob(row);
   }
 
-  selectJob({ jobId }: { jobId: string }): Job | undefined {
+  selectJob({ jobId }: Params<'selectJob'>): Job | undefined {
     return this.job(selectJobById, jobId);
   }
 
-  lockJob({ jobId }: { jobId: string }): Job | undefined {
+  lockJob({ jobId }: Params<'lockJob'>): Job | undefined {
     // One writer at a time: the row cannot change before this write ends.
     return this.job(selectJobById, jobId);
   }
@@ -166,6 +166,12 @@ export class SqliteStatements implements LedgerStatements {
 
   insertOutbox(p: Params<'insertOutbox'>): void {
     this.ctx.sql(insertOutbox).run(p.kind, p.jobId, p.body, p.now, p.availableAt);
+  }
+
+  insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): void {
+    // One prepared INSERT per row: no round trips here, and no statement to build per batch.
+    const insert = this.ctx.sql(insertOutbox);
+    for (const { jobId, body } of messages) insert.run('work', jobId, body, now, availableAt);
   }
 
   failQueuedJob({ jobId, attempt, reason, error, now }: Params<'failQueuedJob'>): Job | undefined {
@@ -227,12 +233,6 @@ export class SqliteStatements implements LedgerStatements {
 
   countJobsByState(): Array<{ state: JobState; count: number }> {
     return this.ctx.sql(countJobsByState).all() as Array<{ state: JobState; count: number }>;
-  }
-
-  insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): void {
-    // One prepared INSERT per row: no round trips here, and no statement to build per batch.
-    const insert = this.ctx.sql(insertOutbox);
-    for (const { jobId, body } of messages) insert.run('work', jobId, body, now, availableAt);
   }
 
   selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): ExpiredLease[] {
