@@ -15,8 +15,10 @@
  *
  * The job after an exit is not read back: `finished`, `failed` and `requeued` below say
  * what each exit's UPDATE sets (statements.ts states the same of finishAttempt,
- * failAttempt and requeueAttempt; keep them in step). The caller read the row in this
- * transaction, locked where the database locks rows, so nothing else changed it.
+ * failAttempt and requeueAttempt; keep them in step: the conformance suite checks on both
+ * databases that what a settle or release answers is what getJob then reads). The caller
+ * read the row in this transaction, locked where the database locks rows, so nothing else
+ * changed it.
  */
 import type { SerializedError } from '../../core/errors.js';
 import { backoffFor, type Job, type JobResult } from '../ledger.js';
