@@ -2,37 +2,9 @@ import type pg from 'pg';
 
 import { type Clock, systemClock } from '../../core/clock.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import {
-  defaultLedgerConfig,
-  type CancelParams,
-  type GrantLeaseParams,
-  type LeaseRef,
-  type Ledger,
-  type LedgerConfig,
-  type ListJobsParams,
-  type RecordProgressParams,
-  type OutboxSetAside,
-  type RejectParams,
-  type ReleaseParams,
-  type RenewLeasesParams,
-  type SettleParams,
-  type SubmitParams,
-  type SweepParams,
-} from '../ledger.js';
-import { cancel } from '../operations/cancel.js';
-import { checkLease } from '../operations/check-lease.js';
-import { grantLease } from '../operations/grant-lease.js';
-import { outboxMarkSent, outboxStats, outboxTake } from '../operations/outbox.js';
-import { runPlanAsync, type OperationEnv, type Plan } from '../operations/plan.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from '../operations/queries.js';
-import { recordProgress } from '../operations/record-progress.js';
-import { reject } from '../operations/reject.js';
-import { release } from '../operations/release.js';
-import { renewLeases } from '../operations/renew-leases.js';
-import { outboxSetAside } from '../operations/set-aside.js';
-import { settle } from '../operations/settle.js';
-import { submit, submitMany } from '../operations/submit.js';
-import { sweep } from '../operations/sweep.js';
+import { defaultLedgerConfig, type Ledger, type LedgerConfig } from '../ledger.js';
+import { runPlanAsync } from '../operations/plan.js';
+import { PlannedLedger, type MakePlan } from '../operations/planned-ledger.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
 import {
@@ -122,8 +94,10 @@ function positive(name: string, value: number): number {
  * connection, so its guards and its effects (job row, history, outbox) commit together or
  * not at all; each transition is one guarded UPDATE whose row count decides, which keeps
  * concurrent orchestrators on the same database correct. Reads are single statements.
+ * The operations are the shared plans (operations/, PlannedLedger) over PostgreSQL's
+ * statements (statements.ts), each statement awaited on the transaction's connection.
  */
-class PostgresLedger implements Ledger {
+class PostgresLedger extends PlannedLedger {
   private closed = false;
   private readonly readContext: PgContext;
 
@@ -133,6 +107,7 @@ class PostgresLedger implements Ledger {
     private readonly clock: Clock,
     private readonly config: LedgerConfig,
   ) {
+    super();
     this.readContext = new PgContext(pool, clock, config);
   }
 
@@ -140,7 +115,7 @@ class PostgresLedger implements Ledger {
     if (this.closed) throw new LedgerError(LedgerErrorCode.closed, `${operation}: the ledger is closed`);
   }
 
-  private async write<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
+  private async transaction<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
     this.checkOpen(operation);
     for (let tries = 1; ; tries++) {
       let client: pg.PoolClient;
@@ -184,7 +159,7 @@ class PostgresLedger implements Ledger {
     }
   }
 
-  private async read<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
+  private async query<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
     this.checkOpen(operation);
     for (let tries = 1; ; tries++) {
       try {
@@ -196,74 +171,24 @@ class PostgresLedger implements Ledger {
     }
   }
 
+  protected write<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.transaction(operation, this.body(make));
+  }
+
+  protected read<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.query(operation, this.body(make));
+  }
+
   /**
-   * A body that runs a shared operation's plan (operations/plan.ts) to its end on `ctx`:
-   * the plan is made afresh, and the ledger's time read, each time the body runs (a
-   * transaction tried again runs it again).
+   * A body that runs an operation's plan to its end on `ctx`, awaiting each statement. The
+   * plan is made afresh, and the ledger's time read, each time the body runs (a transaction
+   * tried again runs it again).
    */
-  private plan<T>(make: (env: OperationEnv) => Plan<T>): (ctx: PgContext) => Promise<T> {
+  private body<T>(make: MakePlan<T>): (ctx: PgContext) => Promise<T> {
     return (ctx) => runPlanAsync(make({ now: this.clock.now(), config: this.config }), new PgStatements(ctx));
   }
 
-  submit(params: SubmitParams) {
-    return this.write('submit', this.plan((env) => submit(params, env)));
-  }
-  submitMany(params: SubmitParams[]) {
-    if (params.length === 0) return this.read('submitMany', async () => []);
-    return this.write('submitMany', this.plan((env) => submitMany(params, env)));
-  }
-  grantLease(params: GrantLeaseParams) {
-    return this.write('grantLease', this.plan((env) => grantLease(params, env)));
-  }
-  renewLeases(params: RenewLeasesParams) {
-    return this.write('renewLeases', this.plan((env) => renewLeases(params, env)));
-  }
-  checkLease(params: LeaseRef) {
-    return this.read('checkLease', this.plan((env) => checkLease(params, env)));
-  }
-  recordProgress(params: RecordProgressParams) {
-    return this.write('recordProgress', this.plan((env) => recordProgress(params, env)));
-  }
-  settle(params: SettleParams) {
-    return this.write('settle', this.plan((env) => settle(params, env)));
-  }
-  release(params: ReleaseParams) {
-    return this.write('release', this.plan((env) => release(params, env)));
-  }
-  cancel(params: CancelParams) {
-    return this.write('cancel', this.plan((env) => cancel(params, env)));
-  }
-  reject(params: RejectParams) {
-    return this.write('reject', this.plan((env) => reject(params, env)));
-  }
-  sweep(params?: SweepParams) {
-    return this.write('sweep', this.plan((env) => sweep(params, env)));
-  }
-  outboxTake(limit: number) {
-    return this.read('outboxTake', this.plan((env) => outboxTake(limit, env)));
-  }
-  outboxMarkSent(ids: readonly number[]) {
-    return this.write('outboxMarkSent', this.plan((env) => outboxMarkSent(ids, env)));
-  }
-  outboxSetAside(rows: readonly OutboxSetAside[]) {
-    return this.write('outboxSetAside', this.plan((env) => outboxSetAside(rows, env)));
-  }
-  outboxStats() {
-    return this.read('outboxStats', this.plan((env) => outboxStats(env)));
-  }
-  getJob(jobId: string, tenant?: string) {
-    return this.read('getJob', this.plan(() => getJob(jobId, tenant)));
-  }
-  getAttempts(jobId: string) {
-    return this.read('getAttempts', this.plan(() => getAttempts(jobId)));
-  }
-  listJobs(params: ListJobsParams) {
-    return this.read('listJobs', this.plan(() => listJobs(params)));
-  }
-  countJobsByState() {
-    return this.read('countJobsByState', this.plan(() => countJobsByState()));
-  }
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.pool.end();

@@ -1,36 +1,8 @@
 import { type Clock, systemClock } from '../../core/clock.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import {
-  defaultLedgerConfig,
-  type CancelParams,
-  type Ledger,
-  type LedgerConfig,
-  type GrantLeaseParams,
-  type LeaseRef,
-  type ListJobsParams,
-  type RecordProgressParams,
-  type OutboxSetAside,
-  type RejectParams,
-  type ReleaseParams,
-  type RenewLeasesParams,
-  type SettleParams,
-  type SubmitParams,
-  type SweepParams,
-} from '../ledger.js';
-import { cancel } from '../operations/cancel.js';
-import { checkLease } from '../operations/check-lease.js';
-import { grantLease } from '../operations/grant-lease.js';
-import { outboxMarkSent, outboxStats, outboxTake } from '../operations/outbox.js';
-import { runPlan, type OperationEnv, type Plan } from '../operations/plan.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from '../operations/queries.js';
-import { recordProgress } from '../operations/record-progress.js';
-import { reject } from '../operations/reject.js';
-import { release } from '../operations/release.js';
-import { renewLeases } from '../operations/renew-leases.js';
-import { outboxSetAside } from '../operations/set-aside.js';
-import { settle } from '../operations/settle.js';
-import { submit, submitMany } from '../operations/submit.js';
-import { sweep } from '../operations/sweep.js';
+import { defaultLedgerConfig, type Ledger, type LedgerConfig } from '../ledger.js';
+import { runPlan } from '../operations/plan.js';
+import { PlannedLedger, type MakePlan } from '../operations/planned-ledger.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
@@ -69,9 +41,11 @@ export function sqliteLedgerStats(ledger: Ledger): Readonly<SqliteLedgerStats> |
  * The Ledger on better-sqlite3. Each write runs in a SAVEPOINT of its own inside a
  * BEGIN IMMEDIATE transaction shared with the other writes of the same event-loop turn
  * (group commit, group-commit.ts), so its guards and its effects (job row, history,
- * outbox) commit together or not at all, and it is answered only once committed.
+ * outbox) commit together or not at all, and it is answered only once committed. The
+ * operations are the shared plans (operations/, PlannedLedger) over SQLite's statements
+ * (statements.ts), run synchronously inside that SAVEPOINT.
  */
-class SqliteLedger implements Ledger {
+class SqliteLedger extends PlannedLedger {
   private closed = false;
   private readonly stats: SqliteLedgerStats = { transactions: 0 };
   /** Writes of one event-loop turn share one transaction (one fsync); see group-commit.ts. */
@@ -83,25 +57,27 @@ class SqliteLedger implements Ledger {
     private readonly file: string,
     private readonly ctx: SqliteContext,
   ) {
+    super();
     statsOf.set(this, this.stats);
     this.committer = new GroupCommitter(db, () => this.stats.transactions++);
     this.statements = new SqliteStatements(ctx);
   }
 
+  protected write<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.run(operation, () => this.committer.write(this.body(make)));
+  }
+
+  protected read<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.run(operation, () => this.committer.read(this.body(make)));
+  }
+
   /**
-   * A body that runs a shared operation's plan (operations/plan.ts) to its end, at once:
-   * the plan is made afresh, and the ledger's time read, each time the body runs.
+   * A body that runs an operation's plan to its end, at once (synchronously: a group
+   * commit's SAVEPOINT never waits). The plan is made afresh, and the ledger's time read,
+   * each time the body runs (a batch given up is run again write by write).
    */
-  private plan<T>(make: (env: OperationEnv) => Plan<T>): () => T {
+  private body<T>(make: MakePlan<T>): () => T {
     return () => runPlan(make({ now: this.ctx.clock.now(), config: this.ctx.config }), this.statements);
-  }
-
-  private write<T>(operation: string, body: () => T): Promise<T> {
-    return this.run(operation, () => this.committer.write(body));
-  }
-
-  private read<T>(operation: string, body: () => T): Promise<T> {
-    return this.run(operation, () => this.committer.read(body));
   }
 
   private async run<T>(operation: string, body: () => Promise<T>): Promise<T> {
@@ -113,64 +89,7 @@ class SqliteLedger implements Ledger {
     }
   }
 
-  submit(params: SubmitParams) {
-    return this.write('submit', this.plan((env) => submit(params, env)));
-  }
-  submitMany(params: SubmitParams[]) {
-    return this.write('submitMany', this.plan((env) => submitMany(params, env)));
-  }
-  grantLease(params: GrantLeaseParams) {
-    return this.write('grantLease', this.plan((env) => grantLease(params, env)));
-  }
-  renewLeases(params: RenewLeasesParams) {
-    return this.write('renewLeases', this.plan((env) => renewLeases(params, env)));
-  }
-  checkLease(params: LeaseRef) {
-    return this.read('checkLease', this.plan((env) => checkLease(params, env)));
-  }
-  recordProgress(params: RecordProgressParams) {
-    return this.write('recordProgress', this.plan((env) => recordProgress(params, env)));
-  }
-  settle(params: SettleParams) {
-    return this.write('settle', this.plan((env) => settle(params, env)));
-  }
-  release(params: ReleaseParams) {
-    return this.write('release', this.plan((env) => release(params, env)));
-  }
-  cancel(params: CancelParams) {
-    return this.write('cancel', this.plan((env) => cancel(params, env)));
-  }
-  reject(params: RejectParams) {
-    return this.write('reject', this.plan((env) => reject(params, env)));
-  }
-  sweep(params?: SweepParams) {
-    return this.write('sweep', this.plan((env) => sweep(params, env)));
-  }
-  outboxTake(limit: number) {
-    return this.read('outboxTake', this.plan((env) => outboxTake(limit, env)));
-  }
-  outboxMarkSent(ids: readonly number[]) {
-    return this.write('outboxMarkSent', this.plan((env) => outboxMarkSent(ids, env)));
-  }
-  outboxSetAside(rows: readonly OutboxSetAside[]) {
-    return this.write('outboxSetAside', this.plan((env) => outboxSetAside(rows, env)));
-  }
-  outboxStats() {
-    return this.read('outboxStats', this.plan((env) => outboxStats(env)));
-  }
-  getJob(jobId: string, tenant?: string) {
-    return this.read('getJob', this.plan(() => getJob(jobId, tenant)));
-  }
-  getAttempts(jobId: string) {
-    return this.read('getAttempts', this.plan(() => getAttempts(jobId)));
-  }
-  listJobs(params: ListJobsParams) {
-    return this.read('listJobs', this.plan(() => listJobs(params)));
-  }
-  countJobsByState() {
-    return this.read('countJobsByState', this.plan(() => countJobsByState()));
-  }
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     // Operations already asked for are answered (run now), not dropped.
