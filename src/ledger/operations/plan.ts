@@ -19,7 +19,8 @@
  *     of the write's transaction.
  * A plan is started fresh for every run of its body (a retried transaction, a group
  * commit batch run again alone), so it must not be shared between runs; it holds no
- * state outside itself.
+ * state outside itself. planned-ledger.ts maps each Ledger method to its plan, as a
+ * write or a read; a driver only says how it runs either.
  */
 import type { LedgerConfig } from '../ledger.js';
 import type { LedgerStatements } from './statements.js';
