@@ -2,23 +2,9 @@ import type pg from 'pg';
 
 import { type Clock, systemClock } from '../../core/clock.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import {
-  defaultLedgerConfig,
-  type CancelParams,
-  type GrantLeaseParams,
-  type LeaseRef,
-  type Ledger,
-  type LedgerConfig,
-  type ListJobsParams,
-  type RecordProgressParams,
-  type OutboxSetAside,
-  type RejectParams,
-  type ReleaseParams,
-  type RenewLeasesParams,
-  type SettleParams,
-  type SubmitParams,
-  type SweepParams,
-} from '../ledger.js';
+import { defaultLedgerConfig, type Ledger, type LedgerConfig } from '../ledger.js';
+import { runPlanAsync } from '../operations/plan.js';
+import { PlannedLedger, type MakePlan } from '../operations/planned-ledger.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { PgContext } from './context.js';
 import {
@@ -33,19 +19,7 @@ import {
   operationError,
   validateSchema,
 } from './database.js';
-import { cancel } from './operations/cancel.js';
-import { checkLease } from './operations/check-lease.js';
-import { grantLease } from './operations/grant-lease.js';
-import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
-import { recordProgress } from './operations/record-progress.js';
-import { reject } from './operations/reject.js';
-import { release } from './operations/release.js';
-import { outboxSetAside } from './operations/set-aside.js';
-import { renewLeases } from './operations/renew-leases.js';
-import { settle } from './operations/settle.js';
-import { submitMany } from './operations/submit.js';
-import { sweep } from './operations/sweep.js';
+import { PgStatements } from './statements.js';
 
 export interface PostgresLedgerOptions {
   /** `postgres://user:password@host:port/database`; PG* environment variables fill the gaps, as in libpq. */
@@ -120,8 +94,10 @@ function positive(name: string, value: number): number {
  * connection, so its guards and its effects (job row, history, outbox) commit together or
  * not at all; each transition is one guarded UPDATE whose row count decides, which keeps
  * concurrent orchestrators on the same database correct. Reads are single statements.
+ * The operations are the shared plans (operations/, PlannedLedger) over PostgreSQL's
+ * statements (statements.ts), each statement awaited on the transaction's connection.
  */
-class PostgresLedger implements Ledger {
+class PostgresLedger extends PlannedLedger {
   private closed = false;
   private readonly readContext: PgContext;
 
@@ -131,6 +107,7 @@ class PostgresLedger implements Ledger {
     private readonly clock: Clock,
     private readonly config: LedgerConfig,
   ) {
+    super();
     this.readContext = new PgContext(pool, clock, config);
   }
 
@@ -138,7 +115,7 @@ class PostgresLedger implements Ledger {
     if (this.closed) throw new LedgerError(LedgerErrorCode.closed, `${operation}: the ledger is closed`);
   }
 
-  private async write<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
+  private async transaction<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
     this.checkOpen(operation);
     for (let tries = 1; ; tries++) {
       let client: pg.PoolClient;
@@ -182,7 +159,7 @@ class PostgresLedger implements Ledger {
     }
   }
 
-  private async read<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
+  private async query<T>(operation: string, body: (ctx: PgContext) => Promise<T>): Promise<T> {
     this.checkOpen(operation);
     for (let tries = 1; ; tries++) {
       try {
@@ -194,66 +171,24 @@ class PostgresLedger implements Ledger {
     }
   }
 
-  async submit(params: SubmitParams) {
-    const [result] = await this.write('submit', (ctx) => submitMany(ctx, [params]));
-    return result!;
+  protected write<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.transaction(operation, this.body(make));
   }
-  submitMany(params: SubmitParams[]) {
-    if (params.length === 0) return this.read('submitMany', async () => []);
-    return this.write('submitMany', (ctx) => submitMany(ctx, params));
+
+  protected read<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.query(operation, this.body(make));
   }
-  grantLease(params: GrantLeaseParams) {
-    return this.write('grantLease', (ctx) => grantLease(ctx, params));
+
+  /**
+   * A body that runs an operation's plan to its end on `ctx`, awaiting each statement. The
+   * plan is made afresh, and the ledger's time read, each time the body runs (a transaction
+   * tried again runs it again).
+   */
+  private body<T>(make: MakePlan<T>): (ctx: PgContext) => Promise<T> {
+    return (ctx) => runPlanAsync(make({ now: this.clock.now(), config: this.config }), new PgStatements(ctx));
   }
-  renewLeases(params: RenewLeasesParams) {
-    return this.write('renewLeases', (ctx) => renewLeases(ctx, params));
-  }
-  checkLease(params: LeaseRef) {
-    return this.read('checkLease', (ctx) => checkLease(ctx, params));
-  }
-  recordProgress(params: RecordProgressParams) {
-    return this.write('recordProgress', (ctx) => recordProgress(ctx, params));
-  }
-  settle(params: SettleParams) {
-    return this.write('settle', (ctx) => settle(ctx, params));
-  }
-  release(params: ReleaseParams) {
-    return this.write('release', (ctx) => release(ctx, params));
-  }
-  cancel(params: CancelParams) {
-    return this.write('cancel', (ctx) => cancel(ctx, params));
-  }
-  reject(params: RejectParams) {
-    return this.write('reject', (ctx) => reject(ctx, params));
-  }
-  sweep(params?: SweepParams) {
-    return this.write('sweep', (ctx) => sweep(ctx, params));
-  }
-  outboxTake(limit: number) {
-    return this.read('outboxTake', (ctx) => outboxTake(ctx, limit));
-  }
-  outboxMarkSent(ids: readonly number[]) {
-    return this.write('outboxMarkSent', (ctx) => outboxMarkSent(ctx, ids));
-  }
-  outboxSetAside(rows: readonly OutboxSetAside[]) {
-    return this.write('outboxSetAside', (ctx) => outboxSetAside(ctx, rows));
-  }
-  outboxStats() {
-    return this.read('outboxStats', (ctx) => outboxStats(ctx));
-  }
-  getJob(jobId: string, tenant?: string) {
-    return this.read('getJob', (ctx) => getJob(ctx, jobId, tenant));
-  }
-  getAttempts(jobId: string) {
-    return this.read('getAttempts', (ctx) => getAttempts(ctx, jobId));
-  }
-  listJobs(params: ListJobsParams) {
-    return this.read('listJobs', (ctx) => listJobs(ctx, params));
-  }
-  countJobsByState() {
-    return this.read('countJobsByState', (ctx) => countJobsByState(ctx));
-  }
-  async close(): Promise<void> {
+
+  override async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.pool.end();

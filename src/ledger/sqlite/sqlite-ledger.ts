@@ -1,39 +1,13 @@
 import { type Clock, systemClock } from '../../core/clock.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import {
-  defaultLedgerConfig,
-  type CancelParams,
-  type Ledger,
-  type LedgerConfig,
-  type GrantLeaseParams,
-  type LeaseRef,
-  type ListJobsParams,
-  type RecordProgressParams,
-  type OutboxSetAside,
-  type RejectParams,
-  type ReleaseParams,
-  type RenewLeasesParams,
-  type SettleParams,
-  type SubmitParams,
-  type SweepParams,
-} from '../ledger.js';
+import { defaultLedgerConfig, type Ledger, type LedgerConfig } from '../ledger.js';
+import { runPlan } from '../operations/plan.js';
+import { PlannedLedger, type MakePlan } from '../operations/planned-ledger.js';
 import { validateConfig } from '../shared/input-validation.js';
 import { SqliteContext } from './context.js';
 import { openLedgerDatabase, operationError, type SqliteDatabase } from './database.js';
 import { GroupCommitter } from './group-commit.js';
-import { cancel } from './operations/cancel.js';
-import { checkLease } from './operations/check-lease.js';
-import { grantLease } from './operations/grant-lease.js';
-import { outboxMarkSent, outboxStats, outboxTake } from './operations/outbox.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from './operations/queries.js';
-import { recordProgress } from './operations/record-progress.js';
-import { reject } from './operations/reject.js';
-import { release } from './operations/release.js';
-import { outboxSetAside } from './operations/set-aside.js';
-import { renewLeases } from './operations/renew-leases.js';
-import { settle } from './operations/settle.js';
-import { submit } from './operations/submit.js';
-import { sweep } from './operations/sweep.js';
+import { SqliteStatements } from './statements.js';
 
 export interface SqliteLedgerOptions {
   /** The database file; its folder is created if missing. */
@@ -67,29 +41,43 @@ export function sqliteLedgerStats(ledger: Ledger): Readonly<SqliteLedgerStats> |
  * The Ledger on better-sqlite3. Each write runs in a SAVEPOINT of its own inside a
  * BEGIN IMMEDIATE transaction shared with the other writes of the same event-loop turn
  * (group commit, group-commit.ts), so its guards and its effects (job row, history,
- * outbox) commit together or not at all, and it is answered only once committed.
+ * outbox) commit together or not at all, and it is answered only once committed. The
+ * operations are the shared plans (operations/, PlannedLedger) over SQLite's statements
+ * (statements.ts), run synchronously inside that SAVEPOINT.
  */
-class SqliteLedger implements Ledger {
+class SqliteLedger extends PlannedLedger {
   private closed = false;
   private readonly stats: SqliteLedgerStats = { transactions: 0 };
   /** Writes of one event-loop turn share one transaction (one fsync); see group-commit.ts. */
   private readonly committer: GroupCommitter;
+  private readonly statements: SqliteStatements;
 
   constructor(
     private readonly db: SqliteDatabase,
     private readonly file: string,
     private readonly ctx: SqliteContext,
   ) {
+    super();
     statsOf.set(this, this.stats);
     this.committer = new GroupCommitter(db, () => this.stats.transactions++);
+    this.statements = new SqliteStatements(ctx);
   }
 
-  private write<T>(operation: string, body: () => T): Promise<T> {
-    return this.run(operation, () => this.committer.write(body));
+  protected write<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.run(operation, () => this.committer.write(this.body(make)));
   }
 
-  private read<T>(operation: string, body: () => T): Promise<T> {
-    return this.run(operation, () => this.committer.read(body));
+  protected read<T>(operation: string, make: MakePlan<T>): Promise<T> {
+    return this.run(operation, () => this.committer.read(this.body(make)));
+  }
+
+  /**
+   * A body that runs an operation's plan to its end, at once (synchronously: a group
+   * commit's SAVEPOINT never waits). The plan is made afresh, and the ledger's time read,
+   * each time the body runs (a batch given up is run again write by write).
+   */
+  private body<T>(make: MakePlan<T>): () => T {
+    return () => runPlan(make({ now: this.ctx.clock.now(), config: this.ctx.config }), this.statements);
   }
 
   private async run<T>(operation: string, body: () => Promise<T>): Promise<T> {
@@ -101,64 +89,7 @@ class SqliteLedger implements Ledger {
     }
   }
 
-  submit(params: SubmitParams) {
-    return this.write('submit', () => submit(this.ctx, params));
-  }
-  submitMany(params: SubmitParams[]) {
-    return this.write('submitMany', () => params.map((p) => submit(this.ctx, p)));
-  }
-  grantLease(params: GrantLeaseParams) {
-    return this.write('grantLease', () => grantLease(this.ctx, params));
-  }
-  renewLeases(params: RenewLeasesParams) {
-    return this.write('renewLeases', () => renewLeases(this.ctx, params));
-  }
-  checkLease(params: LeaseRef) {
-    return this.read('checkLease', () => checkLease(this.ctx, params));
-  }
-  recordProgress(params: RecordProgressParams) {
-    return this.write('recordProgress', () => recordProgress(this.ctx, params));
-  }
-  settle(params: SettleParams) {
-    return this.write('settle', () => settle(this.ctx, params));
-  }
-  release(params: ReleaseParams) {
-    return this.write('release', () => release(this.ctx, params));
-  }
-  cancel(params: CancelParams) {
-    return this.write('cancel', () => cancel(this.ctx, params));
-  }
-  reject(params: RejectParams) {
-    return this.write('reject', () => reject(this.ctx, params));
-  }
-  sweep(params?: SweepParams) {
-    return this.write('sweep', () => sweep(this.ctx, params));
-  }
-  outboxTake(limit: number) {
-    return this.read('outboxTake', () => outboxTake(this.ctx, limit));
-  }
-  outboxMarkSent(ids: readonly number[]) {
-    return this.write('outboxMarkSent', () => outboxMarkSent(this.ctx, ids));
-  }
-  outboxSetAside(rows: readonly OutboxSetAside[]) {
-    return this.write('outboxSetAside', () => outboxSetAside(this.ctx, rows));
-  }
-  outboxStats() {
-    return this.read('outboxStats', () => outboxStats(this.ctx));
-  }
-  getJob(jobId: string, tenant?: string) {
-    return this.read('getJob', () => getJob(this.ctx, jobId, tenant));
-  }
-  getAttempts(jobId: string) {
-    return this.read('getAttempts', () => getAttempts(this.ctx, jobId));
-  }
-  listJobs(params: ListJobsParams) {
-    return this.read('listJobs', () => listJobs(this.ctx, params));
-  }
-  countJobsByState() {
-    return this.read('countJobsByState', () => countJobsByState(this.ctx));
-  }
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     // Operations already asked for are answered (run now), not dropped.

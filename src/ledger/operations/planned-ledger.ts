@@ -1,0 +1,118 @@
+/**
+ * The Ledger, as both drivers implement it: every method runs one operation's plan, as a
+ * write (in a transaction, answered once it committed) or a read (one statement on what
+ * is committed). Which operation is which is stated here once; a driver supplies only
+ * how it runs a plan as a write or a read (its transactions, group commit, retries,
+ * storage errors) and how it closes.
+ */
+import type {
+  CancelParams,
+  GrantLeaseParams,
+  LeaseRef,
+  Ledger,
+  ListJobsParams,
+  OutboxSetAside,
+  RecordProgressParams,
+  RejectParams,
+  ReleaseParams,
+  RenewLeasesParams,
+  SettleParams,
+  SubmitParams,
+  SubmitResult,
+  SweepParams,
+} from '../ledger.js';
+import { cancel } from './cancel.js';
+import { checkLease } from './check-lease.js';
+import { grantLease } from './grant-lease.js';
+import { outboxMarkSent, outboxStats, outboxTake } from './outbox.js';
+import type { OperationEnv, Plan } from './plan.js';
+import { countJobsByState, getAttempts, getJob, listJobs } from './queries.js';
+import { recordProgress } from './record-progress.js';
+import { reject } from './reject.js';
+import { release } from './release.js';
+import { renewLeases } from './renew-leases.js';
+import { outboxSetAside } from './set-aside.js';
+import { settle } from './settle.js';
+import { submit, submitMany } from './submit.js';
+import { sweep } from './sweep.js';
+
+/** Makes an operation's plan for one run of it (the ledger's time and config in `env`). */
+export type MakePlan<T> = (env: OperationEnv) => Plan<T>;
+
+// A submitMany of nothing: no transaction to open.
+function* nothingSubmitted(): Plan<SubmitResult[]> {
+  return [];
+}
+
+export abstract class PlannedLedger implements Ledger {
+  /**
+   * Runs the plan `make` makes in a transaction of its own (or a group commit's SAVEPOINT),
+   * making it afresh for each run of the transaction; answers once it committed. Throws a
+   * LedgerError named after `operation` once the ledger is closed or storage fails.
+   */
+  protected abstract write<T>(operation: string, make: MakePlan<T>): Promise<T>;
+
+  /** Runs the plan `make` makes (reads only) on what is committed, outside any explicit transaction. */
+  protected abstract read<T>(operation: string, make: MakePlan<T>): Promise<T>;
+
+  abstract close(): Promise<void>;
+
+  submit(params: SubmitParams) {
+    return this.write('submit', (env) => submit(params, env));
+  }
+  submitMany(params: SubmitParams[]) {
+    if (params.length === 0) return this.read('submitMany', nothingSubmitted);
+    return this.write('submitMany', (env) => submitMany(params, env));
+  }
+  grantLease(params: GrantLeaseParams) {
+    return this.write('grantLease', (env) => grantLease(params, env));
+  }
+  renewLeases(params: RenewLeasesParams) {
+    return this.write('renewLeases', (env) => renewLeases(params, env));
+  }
+  checkLease(params: LeaseRef) {
+    return this.read('checkLease', (env) => checkLease(params, env));
+  }
+  recordProgress(params: RecordProgressParams) {
+    return this.write('recordProgress', (env) => recordProgress(params, env));
+  }
+  settle(params: SettleParams) {
+    return this.write('settle', (env) => settle(params, env));
+  }
+  release(params: ReleaseParams) {
+    return this.write('release', (env) => release(params, env));
+  }
+  cancel(params: CancelParams) {
+    return this.write('cancel', (env) => cancel(params, env));
+  }
+  reject(params: RejectParams) {
+    return this.write('reject', (env) => reject(params, env));
+  }
+  sweep(params?: SweepParams) {
+    return this.write('sweep', (env) => sweep(params, env));
+  }
+  outboxTake(limit: number) {
+    return this.read('outboxTake', (env) => outboxTake(limit, env));
+  }
+  outboxMarkSent(ids: readonly number[]) {
+    return this.write('outboxMarkSent', (env) => outboxMarkSent(ids, env));
+  }
+  outboxSetAside(rows: readonly OutboxSetAside[]) {
+    return this.write('outboxSetAside', (env) => outboxSetAside(rows, env));
+  }
+  outboxStats() {
+    return this.read('outboxStats', (env) => outboxStats(env));
+  }
+  getJob(jobId: string, tenant?: string) {
+    return this.read('getJob', () => getJob(jobId, tenant));
+  }
+  getAttempts(jobId: string) {
+    return this.read('getAttempts', () => getAttempts(jobId));
+  }
+  listJobs(params: ListJobsParams) {
+    return this.read('listJobs', () => listJobs(params));
+  }
+  countJobsByState() {
+    return this.read('countJobsByState', () => countJobsByState());
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * The named statements every ledger driver supplies, in its own SQL dialect, and that the
+ * operations (the plans of this folder) are written over. A statement does one thing to
+ * the database and decides nothing: the choice of edge, the order of statements and
+ * everything an operation answers are its plan's. What a statement must do is stated
+ * here, and each driver's implementation (sqlite/statements.ts, postgres/statements.ts)
+ * does exactly that; the conformance suite runs the same plans over both.
+ *
+ * Conventions:
+ *   - a "guarded" statement changes a row only where its WHERE guard holds, and answers
+ *     whether it did (a boolean) or the row as the change left it (undefined when the
+ *     guard did not hold);
+ *   - rows come back as the Ledger's own types (Job, ...), converted by the driver;
+ *   - JSON values a plan writes (a result, an error for the history, an outbox body) are
+ *     handed over as the JSON text to store, which the plan wrote;
+ *   - times are the plan's `now` (OperationEnv), never read by a statement.
+ */
+import type { SerializedError } from '../../core/errors.js';
+import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../ledger.js';
+import type { ValidSubmission } from '../shared/input-validation.js';
+import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
+
+/** The live lease a statement is keyed to. */
+export interface LeaseKey {
+  jobId: string;
+  attempt: number;
+  token: string;
+}
+
+/** Whether an end of an attempt requires its lease to be live (settle, release) or expired (sweep). */
+export type LeaseExpectation = 'live' | 'expired';
+
+/**
+ * The guard of every exit from running@n: the job is running at `attempt` with `token`,
+ * its cancel flag is still `cancelRequested` (the edge was chosen from it), and its lease
+ * is live (lease_deadline > now) or expired (lease_deadline <= now) as `expect` says.
+ */
+export interface AttemptGuard extends LeaseKey {
+  cancelRequested: boolean;
+  expect: LeaseExpectation;
+  now: number;
+}
+
+export interface LedgerStatements {
+  // Jobs, read.
+
+  /** The job, or undefined when there is none. Takes no lock. */
+  selectJob(params: { jobId: string }): Job | undefined;
+
+  /**
+   * The job, or undefined; where the database locks rows, locked until the transaction
+   * ends, so that an edge chosen from it cannot change under the guarded UPDATE that applies it.
+   */
+  lockJob(params: { jobId: string }): Job | undefined;
+
+  // Submit.
+
+  /** The tenant's job submitted with `idempotencyKey`, or undefined. */
+  selectJobByKey(params: { tenant: string; idempotencyKey: string }): Job | undefined;
+
+  /**
+   * Where other transactions may insert the same keys at once (PostgreSQL), takes a lock
+   * per key (the JSON text [tenant, key]) until the transaction ends, always in one order,
+   * so that two batches naming the same keys cannot deadlock. With one writer: nothing.
+   */
+  lockIdempotencyKeys(params: { keys: readonly string[] }): void;
+
+  /**
+   * The submit edge, (none) -> queued@1: a job row with the submission (input and requires
+   * as their JSON text), due at now, redispatched at redispatchAt, created and updated at
+   * now, everything else empty (cancel not requested). Where the (tenant, idempotency key)
+   * is taken, it writes nothing. Answers whether it inserted.
+   */
+  insertJob(params: { id: string; submission: ValidSubmission; now: number; redispatchAt: number }): boolean;
+
+  // Grant, renew, progress.
+
+  /**
+   * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and
+   * due (not_before <= now), it becomes running with the lease (token, worker as holder,
+   * proof, deadline), no redispatch time, started_at kept or set to now. Answers the row after.
+   */
+  grantLease(params: {
+    jobId: string;
+    attempt: number;
+    worker: string;
+    proof: string | null;
+    token: string;
+    deadline: number;
+    now: number;
+  }): Job | undefined;
+
+  /**
+   * Guarded: lease_deadline := deadline where the job is running at `attempt`, held by
+   * `worker` with the same (non-null) `proof`, its lease live at `now` and no cancel
+   * requested. Answers the row after (its token is the live lease's).
+   */
+  regrantLease(params: { jobId: string; attempt: number; worker: string; proof: string; deadline: number; now: number }): Job | undefined;
+
+  /** The history row of attempt `attempt`, started by `worker` at `now`. */
+  insertAttempt(params: { jobId: string; attempt: number; worker: string; now: number }): void;
+
+  /**
+   * Guarded: lease_deadline := deadline where the job is running at `attempt` with
+   * `token`, its lease is live at `now` (deadline > now) and no cancel was requested.
+   */
+  extendLease(params: LeaseKey & { deadline: number; now: number }): boolean;
+
+  /** Guarded as extendLease: progress := fraction, progress_message := message. */
+  updateProgress(params: LeaseKey & { fraction: number; message: string | null; now: number }): boolean;
+
+  // The exits from running@n (settle, release, sweep). They answer whether the guard held,
+  // not the row: the plan knows the row after from the row it read (end-attempt.ts), and
+  // reading it back costs more than the UPDATE (a sweep's batch, a burst of settles). Each
+  // SETs exactly what its twin in end-attempt.ts says.
+
+  /**
+   * Guarded (AttemptGuard), running@n -> finished: result := the JSON text `result`,
+   * lease token and deadline cleared, progress 1, ended and updated at now.
+   */
+  finishAttempt(params: AttemptGuard & { result: string }): boolean;
+
+  /**
+   * Guarded (AttemptGuard), running@n -> failed: failure_reason := reason, the error's
+   * class, code and message kept, lease token and deadline cleared, ended and updated at now.
+   */
+  failAttempt(params: AttemptGuard & { reason: FailureReason; error: SerializedError }): boolean;
+
+  /**
+   * Guarded (AttemptGuard), running@n -> queued@n+1: due at notBefore, redispatched at
+   * redispatchAt, lease (token, holder, deadline) and progress (fraction, message)
+   * cleared, updated at now.
+   */
+  requeueAttempt(params: AttemptGuard & { notBefore: number; redispatchAt: number }): boolean;
+
+  /** Ends the history row of `attempt` if still open: ended at now, its outcome, the error as JSON text (or null). */
+  closeAttempt(params: { jobId: string; attempt: number; now: number; outcome: AttemptOutcome; error: string | null }): void;
+
+  // The outbox.
+
+  /** One outbox row with the JSON text `body`, created at now, due at availableAt. */
+  insertOutbox(params: { kind: OutboxKind; jobId: string; body: string; now: number; availableAt: number }): void;
+
+  /** Work messages for many jobs (JSON text bodies), all created at now and due at availableAt. */
+  insertWorkMessages(params: { messages: ReadonlyArray<{ jobId: string; body: string }>; now: number; availableAt: number }): void;
+
+  // Queued jobs that fail at once (cancel, reject, set aside), and cancel requests.
+
+  /**
+   * Guarded, queued@n -> failed: where the job is queued (at `attempt`, when not null),
+   * failure_reason := reason, the error's class, code and message kept, no redispatch
+   * time, ended and updated at now. Answers the row after.
+   */
+  failQueuedJob(params: { jobId: string; attempt: number | null; reason: FailureReason; error: SerializedError; now: number }): Job | undefined;
+
+  /** Guarded: cancel_requested := true where the job is running, updated at now. Answers the row after. */
+  requestCancel(params: { jobId: string; now: number }): Job | undefined;
+
+  /** Takes the job's unsent work messages out of the outbox (sent at now, set aside with `reason`). */
+  withdrawWork(params: { jobId: string; now: number; reason: string }): void;
+
+  /**
+   * Guarded: where outbox row `id` is unsent, it leaves the outbox (sent at now) set aside
+   * with `reason`. Answers the row's kind, job and body, or undefined when it was not unsent.
+   */
+  setAsideOutboxRow(params: { id: number; now: number; reason: string }): OutboxRowRef | undefined;
+
+  // The relay's side of the outbox.
+
+  /**
+   * Up to `limit` unsent outbox rows due at now (available_at <= now), in id order, bodies
+   * parsed. Walks the unsent rows in id order and skips the few not yet due (backoffs), so
+   * the cost is the rows returned plus the backoffs ahead of them, never a sort of the backlog.
+   */
+  selectDueOutbox(params: { now: number; limit: number }): OutboxMessage[];
+
+  /** Marks the outbox rows `ids` sent at now, where not sent already. */
+  markOutboxSent(params: { ids: readonly number[]; now: number }): void;
+
+  /** How many unsent rows are due at now, and the creation time of the oldest (null when none). */
+  selectOutboxStats(params: { now: number }): OutboxStats;
+
+  // Queries.
+
+  /** The job's attempt history, by attempt number. */
+  selectAttempts(params: { jobId: string }): AttemptRecord[];
+
+  /**
+   * Up to `limit` jobs, newest first (by insertion sequence), with each one's sequence
+   * number; each filter, when not null, narrows: tenant, state, type, and seq < before.
+   */
+  selectJobPage(params: { tenant: string | null; state: JobState | null; type: string | null; before: number | null; limit: number }): Array<{ seq: number; job: Job }>;
+
+  /** How many jobs are in each state (states with none may be left out). */
+  countJobsByState(params: Record<string, never>): Array<{ state: JobState; count: number }>;
+
+  // The sweep: due rows read through the partial indexes of what is due, and set-based
+  // exits for the bulk of expired leases.
+
+  /**
+   * Up to `limit` running jobs whose lease ran out (lease_deadline <= now), earliest
+   * deadline first; where the database locks rows, locked, skipping rows another
+   * transaction holds (they are that transaction's, or the next pass's).
+   */
+  selectExpiredLeases(params: { now: number; limit: number }): ExpiredLease[];
+
+  /**
+   * Guarded, for every job of `jobIds` at once: running@attempt with an expired lease and
+   * no cancel requested -> queued@attempt+1, as requeueAttempt. Answers how many changed.
+   */
+  requeueExpiredLeases(params: { jobIds: readonly string[]; attempt: number; now: number; notBefore: number; redispatchAt: number }): number;
+
+  /** closeAttempt for every job of `jobIds` at `attempt`, outcome expired, with the error (JSON text). */
+  closeExpiredAttempts(params: { jobIds: readonly string[]; attempt: number; now: number; error: string }): void;
+
+  /**
+   * Up to `limit` queued jobs whose redispatch time has come (redispatch_at <= now),
+   * earliest first; locked and skipping as selectExpiredLeases.
+   */
+  selectDueRedispatches(params: { now: number; limit: number }): DueRedispatch[];
+
+  /** Whether the job has a work message in the outbox not yet sent. */
+  hasUnsentWork(params: { jobId: string }): boolean;
+
+  /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
+  postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
+}
+
+/** What setAsideOutboxRow answers of the row it set aside. */
+export type OutboxRowRef = { kind: 'work'; jobId: string; body: WorkMessage } | { kind: 'result'; jobId: string; body: ResultMessage };
+
+/** What the sweep reads of a running job whose lease ran out: enough to choose its edge and requeue it. */
+export type ExpiredLease = Pick<Job, 'id' | 'attempt' | 'maxAttempts' | 'cancelRequested' | 'tenant' | 'type'>;
+
+/** What the sweep reads of a queued job due for its work message again. */
+export type DueRedispatch = Pick<Job, 'id' | 'attempt' | 'tenant' | 'type' | 'notBefore'>;

@@ -1,0 +1,285 @@
+/**
+ * The ledger's named statements (operations/statements.ts says what each must do) in
+ * PostgreSQL's dialect, each one round trip on the write's connection (or the pool, for
+ * a read). Several orchestrators may share the database: a plan that decides from a row
+ * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
+ * row count or RETURNING row decides.
+ */
+import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
+import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
+import type { JobState } from '../states.js';
+import type { PgContext } from './context.js';
+import { type AttemptRow, type JobRow, lockJobById, selectJobById, toAttempt, toJob } from './rows.js';
+
+const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = $2';
+// Per (tenant, key), taken in one order by every batch: two batches naming the same keys in
+// opposite orders would otherwise each insert one and wait for the other's (a deadlock that
+// PostgreSQL breaks only after deadlock_timeout). Hash collisions merely serialise more.
+const lockKeys = `SELECT pg_advisory_xact_lock($1, h)
+  FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k) AS keys ORDER BY h`;
+const SUBMIT_LOCK_CLASS = 0x706c_6b79; // 'plky'
+const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
+    not_before, redispatch_at, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, 'queued', 1, $7, $8, $9, $8, $8)
+  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
+
+const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
+    lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6
+  WHERE id = $1 AND state = 'queued' AND attempt = $2 AND not_before <= $6
+  RETURNING *`;
+const regrantLease = `UPDATE jobs SET lease_deadline = $4, updated_at = $5
+  WHERE id = $1 AND state = 'running' AND attempt = $2 AND lease_holder = $3
+    AND lease_proof = $6 AND lease_deadline > $5 AND NOT cancel_requested
+  RETURNING *`;
+const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES ($1, $2, $3, $4)';
+
+// $1 job, $2 attempt, $3 token, $4 now: the live, uncancelled lease.
+const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
+    AND lease_deadline > $4 AND NOT cancel_requested`;
+
+const extendLease = `UPDATE jobs SET lease_deadline = $5, updated_at = $4 WHERE ${liveLease}`;
+const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, updated_at = $4 WHERE ${liveLease}`;
+
+// AttemptGuard, the exits from running@n: $1 job, $2 attempt, $3 token, $4 now, $5 cancel_requested
+// as decided on; one statement per expectation, so that each has a plain plan.
+const attemptGuard = (expect: LeaseExpectation) =>
+  `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3 AND cancel_requested = $5
+    AND lease_deadline ${expect === 'live' ? '>' : '<='} $4`;
+const finishAttempt = (expect: LeaseExpectation) => `UPDATE jobs SET state = 'finished', result = $6, lease_token = NULL,
+    lease_deadline = NULL, progress = 1, ended_at = $4, updated_at = $4
+  WHERE ${attemptGuard(expect)}`;
+const failAttempt = (expect: LeaseExpectation) => `UPDATE jobs SET state = 'failed', failure_reason = $6, error_class = $7,
+    error_code = $8, error_message = $9, lease_token = NULL, lease_deadline = NULL, ended_at = $4, updated_at = $4
+  WHERE ${attemptGuard(expect)}`;
+const requeueAttempt = (expect: LeaseExpectation) => `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = $6,
+    redispatch_at = $7, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = $4
+  WHERE ${attemptGuard(expect)}`;
+const exits = {
+  live: { finish: finishAttempt('live'), fail: failAttempt('live'), requeue: requeueAttempt('live') },
+  expired: { finish: finishAttempt('expired'), fail: failAttempt('expired'), requeue: requeueAttempt('expired') },
+};
+const closeAttempt = `UPDATE attempts SET ended_at = $3, outcome = $4, error = $5
+  WHERE job_id = $1 AND attempt = $2 AND ended_at IS NULL`;
+
+const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES ($1, $2, $3, $4, $5)';
+const insertWorkMessages = `INSERT INTO outbox (kind, job_id, body, created_at, available_at)
+  SELECT 'work', u.job_id, u.body::json, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(job_id, body)`;
+
+const failQueuedJob = `UPDATE jobs SET state = 'failed', failure_reason = $3, error_class = $4,
+    error_code = $5, error_message = $6, redispatch_at = NULL, ended_at = $7, updated_at = $7
+  WHERE id = $1 AND state = 'queued' AND ($2::integer IS NULL OR attempt = $2)
+  RETURNING *`;
+const requestCancel = `UPDATE jobs SET cancel_requested = true, updated_at = $2 WHERE id = $1 AND state = 'running'
+  RETURNING *`;
+const withdrawWork = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3
+  WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL`;
+const setAsideOutboxRow = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3 WHERE id = $1 AND sent_at IS NULL
+  RETURNING kind, job_id, body`;
+
+// Walks the unsent rows in id order (a partial index) and skips the few not yet due.
+const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= $1 ORDER BY id LIMIT $2`;
+const markOutboxSent = 'UPDATE outbox SET sent_at = $1 WHERE id = ANY($2::bigint[]) AND sent_at IS NULL';
+const selectOutboxStats = 'SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= $1';
+
+const selectAttempts = 'SELECT * FROM attempts WHERE job_id = $1 ORDER BY attempt';
+const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
+
+// The sweep. Due rows are read FOR UPDATE SKIP LOCKED; expired leases with the columns the
+// expiry needs (a pass may read 10,000 rows, and most only go back to the queue). Sets of
+// jobs are arrays, one statement per set.
+const selectExpiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenant, type FROM jobs
+  WHERE state = 'running' AND lease_deadline <= $1
+  ORDER BY lease_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const requeueExpiredLeases = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = $3,
+    redispatch_at = $4, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = $5
+  WHERE id = ANY($1::text[]) AND state = 'running' AND attempt = $2 AND lease_deadline <= $5 AND NOT cancel_requested`;
+const closeExpiredAttempts = `UPDATE attempts SET ended_at = $3, outcome = 'expired', error = $4
+  WHERE job_id = ANY($1::text[]) AND attempt = $2 AND ended_at IS NULL`;
+const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM jobs
+  WHERE state = 'queued' AND redispatch_at <= $1
+  ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
+const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
+
+export class PgStatements implements AsyncLedgerStatements {
+  constructor(private readonly ctx: PgContext) {}
+
+  /** The one row `sql` answers (a SELECT, or a change RETURNING *), as a Job. */
+  private async job(sql: string, values: unknown[]): Promise<Job | undefined> {
+    const row = await this.ctx.row<JobRow>(sql, values);
+    return row && toJob(row);
+  }
+
+  selectJob({ jobId }: Params<'selectJob'>): Promise<Job | undefined> {
+    return this.job(selectJobById, [jobId]);
+  }
+
+  lockJob({ jobId }: Params<'lockJob'>): Promise<Job | undefined> {
+    return this.job(lockJobById, [jobId]);
+  }
+
+  selectJobByKey({ tenant, idempotencyKey }: Params<'selectJobByKey'>): Promise<Job | undefined> {
+    return this.job(selectJobByKey, [tenant, idempotencyKey]);
+  }
+
+  async lockIdempotencyKeys({ keys }: Params<'lockIdempotencyKeys'>): Promise<void> {
+    await this.ctx.rows(lockKeys, [SUBMIT_LOCK_CLASS, keys]);
+  }
+
+  async insertJob({ id, submission: s, now, redispatchAt }: Params<'insertJob'>): Promise<boolean> {
+    return (await this.ctx.run(insertJob, [id, s.tenant, s.type, s.input, s.requires, s.idempotencyKey, s.maxAttempts, now, redispatchAt])) === 1;
+  }
+
+  grantLease(p: Params<'grantLease'>): Promise<Job | undefined> {
+    return this.job(grantLease, [p.jobId, p.attempt, p.worker, p.token, p.deadline, p.now, p.proof]);
+  }
+
+  regrantLease(p: Params<'regrantLease'>): Promise<Job | undefined> {
+    return this.job(regrantLease, [p.jobId, p.attempt, p.worker, p.deadline, p.now, p.proof]);
+  }
+
+  async insertAttempt(p: Params<'insertAttempt'>): Promise<void> {
+    await this.ctx.run(insertAttempt, [p.jobId, p.attempt, p.worker, p.now]);
+  }
+
+  async extendLease(p: Params<'extendLease'>): Promise<boolean> {
+    return (await this.ctx.run(extendLease, [p.jobId, p.attempt, p.token, p.now, p.deadline])) === 1;
+  }
+
+  async updateProgress(p: Params<'updateProgress'>): Promise<boolean> {
+    return (await this.ctx.run(updateProgress, [p.jobId, p.attempt, p.token, p.now, p.fraction, p.message])) === 1;
+  }
+
+  async finishAttempt(p: Params<'finishAttempt'>): Promise<boolean> {
+    return (await this.ctx.run(exits[p.expect].finish, [...guard(p), p.result])) === 1;
+  }
+
+  async failAttempt(p: Params<'failAttempt'>): Promise<boolean> {
+    return (await this.ctx.run(exits[p.expect].fail, [...guard(p), p.reason, p.error.class, p.error.code, p.error.message])) === 1;
+  }
+
+  async requeueAttempt(p: Params<'requeueAttempt'>): Promise<boolean> {
+    return (await this.ctx.run(exits[p.expect].requeue, [...guard(p), p.notBefore, p.redispatchAt])) === 1;
+  }
+
+  async closeAttempt(p: Params<'closeAttempt'>): Promise<void> {
+    await this.ctx.run(closeAttempt, [p.jobId, p.attempt, p.now, p.outcome, p.error]);
+  }
+
+  async insertOutbox(p: Params<'insertOutbox'>): Promise<void> {
+    await this.ctx.run(insertOutbox, [p.kind, p.jobId, p.body, p.now, p.availableAt]);
+  }
+
+  async insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): Promise<void> {
+    if (messages.length === 0) return;
+    await this.ctx.run(insertWorkMessages, [messages.map((m) => m.jobId), messages.map((m) => m.body), now, availableAt]);
+  }
+
+  failQueuedJob({ jobId, attempt, reason, error, now }: Params<'failQueuedJob'>): Promise<Job | undefined> {
+    return this.job(failQueuedJob, [jobId, attempt, reason, error.class, error.code, error.message, now]);
+  }
+
+  requestCancel({ jobId, now }: Params<'requestCancel'>): Promise<Job | undefined> {
+    return this.job(requestCancel, [jobId, now]);
+  }
+
+  async withdrawWork({ jobId, now, reason }: Params<'withdrawWork'>): Promise<void> {
+    await this.ctx.run(withdrawWork, [jobId, now, reason]);
+  }
+
+  async setAsideOutboxRow({ id, now, reason }: Params<'setAsideOutboxRow'>): Promise<OutboxRowRef | undefined> {
+    const row = await this.ctx.row<{ kind: OutboxKind; job_id: string; body: unknown }>(setAsideOutboxRow, [id, now, reason]);
+    return row && ({ kind: row.kind, jobId: row.job_id, body: row.body } as OutboxRowRef);
+  }
+
+  async selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): Promise<OutboxMessage[]> {
+    const rows = await this.ctx.rows<{
+      id: number;
+      kind: OutboxKind;
+      job_id: string;
+      body: unknown;
+      created_at: number;
+      available_at: number;
+    }>(selectDueOutbox, [now, limit]);
+    return rows.map(
+      (row) =>
+        ({
+          id: row.id,
+          kind: row.kind,
+          jobId: row.job_id,
+          createdAt: row.created_at,
+          availableAt: row.available_at,
+          body: row.body,
+        }) as OutboxMessage,
+    );
+  }
+
+  async markOutboxSent({ ids, now }: Params<'markOutboxSent'>): Promise<void> {
+    await this.ctx.run(markOutboxSent, [now, ids]);
+  }
+
+  async selectOutboxStats({ now }: Params<'selectOutboxStats'>): Promise<OutboxStats> {
+    const row = await this.ctx.row<{ unsent: number; oldest: number | null }>(selectOutboxStats, [now]);
+    return { unsent: row?.unsent ?? 0, oldestCreatedAt: row?.oldest ?? null };
+  }
+
+  async selectAttempts({ jobId }: Params<'selectAttempts'>): Promise<AttemptRecord[]> {
+    return (await this.ctx.rows<AttemptRow>(selectAttempts, [jobId])).map(toAttempt);
+  }
+
+  /** The statement names only the filters given, so each of its few shapes gets a plan that uses the matching index. */
+  async selectJobPage(params: Params<'selectJobPage'>): Promise<Array<{ seq: number; job: Job }>> {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const filter = (column: string, op: string, value: unknown) => {
+      values.push(value);
+      where.push(`${column} ${op} $${values.length}`);
+    };
+    if (params.tenant !== null) filter('tenant', '=', params.tenant);
+    if (params.state !== null) filter('state', '=', params.state);
+    if (params.type !== null) filter('type', '=', params.type);
+    if (params.before !== null) filter('seq', '<', params.before);
+    values.push(params.limit);
+    const text = `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT $${values.length}`;
+    return (await this.ctx.rows<JobRow>(text, values)).map((row) => ({ seq: row.seq, job: toJob(row) }));
+  }
+
+  countJobsByState(): Promise<Array<{ state: JobState; count: number }>> {
+    return this.ctx.rows<{ state: JobState; count: number }>(countJobsByState);
+  }
+
+  async selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): Promise<ExpiredLease[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>>(selectExpiredLeases, [now, limit]);
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested, tenant: r.tenant, type: r.type }));
+  }
+
+  requeueExpiredLeases(p: Params<'requeueExpiredLeases'>): Promise<number> {
+    return this.ctx.run(requeueExpiredLeases, [p.jobIds, p.attempt, p.notBefore, p.redispatchAt, p.now]);
+  }
+
+  async closeExpiredAttempts(p: Params<'closeExpiredAttempts'>): Promise<void> {
+    await this.ctx.run(closeExpiredAttempts, [p.jobIds, p.attempt, p.now, p.error]);
+  }
+
+  async selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): Promise<DueRedispatch[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before'>>(selectDueRedispatches, [now, limit]);
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, tenant: r.tenant, type: r.type, notBefore: r.not_before }));
+  }
+
+  async hasUnsentWork({ jobId }: Params<'hasUnsentWork'>): Promise<boolean> {
+    return (await this.ctx.row(hasUnsentWork, [jobId])) !== undefined;
+  }
+
+  async postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): Promise<void> {
+    await this.ctx.run(postponeRedispatch, [redispatchAt, jobId, attempt]);
+  }
+}
+
+/** An AttemptGuard as the exits bind it: $1 to $5. */
+function guard(p: AttemptGuard): unknown[] {
+  return [p.jobId, p.attempt, p.token, p.now, p.cancelRequested];
+}

@@ -1,0 +1,271 @@
+/**
+ * The ledger's named statements (operations/statements.ts says what each must do) in
+ * SQLite's dialect, run synchronously on prepared better-sqlite3 statements inside the
+ * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
+ * read in a write cannot change before that write ends.
+ */
+import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { StatementParams as Params } from '../operations/plan.js';
+import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
+import type { JobState } from '../states.js';
+import type { SqliteContext } from './context.js';
+import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from './rows.js';
+
+const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
+const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
+    not_before, redispatch_at, created_at, updated_at)
+  VALUES (@id, @tenant, @type, @input, @requires, @idempotencyKey, 'queued', 1, @maxAttempts,
+    @now, @redispatchAt, @now, @now)
+  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
+
+const grantLease = `UPDATE jobs SET state = 'running', lease_token = @token, lease_holder = @worker, lease_proof = @proof,
+    lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now
+  WHERE id = @jobId AND state = 'queued' AND attempt = @attempt AND not_before <= @now
+  RETURNING *`;
+const regrantLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now
+  WHERE id = @jobId AND state = 'running' AND attempt = @attempt AND lease_holder = @worker
+    AND lease_proof = @proof AND lease_deadline > @now AND cancel_requested = 0
+  RETURNING *`;
+const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (@jobId, @attempt, @worker, @now)';
+
+// The live, uncancelled lease (job, attempt, token) at @now.
+const liveLease = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
+    AND lease_deadline > @now AND cancel_requested = 0`;
+
+const extendLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now WHERE ${liveLease}`;
+const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, updated_at = @now WHERE ${liveLease}`;
+
+// AttemptGuard: the exits from running@n.
+const attemptGuard = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
+  AND cancel_requested = @cancelRequested
+  AND CASE @expect WHEN 'live' THEN lease_deadline > @now ELSE lease_deadline <= @now END`;
+const finishAttempt = `UPDATE jobs SET state = 'finished', result = @result, lease_token = NULL, lease_deadline = NULL,
+    progress = 1, ended_at = @now, updated_at = @now
+  WHERE ${attemptGuard}`;
+const failAttempt = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
+    error_code = @errorCode, error_message = @errorMessage, lease_token = NULL, lease_deadline = NULL,
+    ended_at = @now, updated_at = @now
+  WHERE ${attemptGuard}`;
+const requeueAttempt = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
+    redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = @now
+  WHERE ${attemptGuard}`;
+const closeAttempt = `UPDATE attempts SET ended_at = @now, outcome = @outcome, error = @error
+  WHERE job_id = @jobId AND attempt = @attempt AND ended_at IS NULL`;
+
+const insertOutbox = 'INSERT INTO outbox (kind, job_id, body, created_at, available_at) VALUES (?, ?, ?, ?, ?)';
+
+const failQueuedJob = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
+    error_code = @errorCode, error_message = @errorMessage, redispatch_at = NULL, ended_at = @now, updated_at = @now
+  WHERE id = @jobId AND state = 'queued' AND (@attempt IS NULL OR attempt = @attempt)
+  RETURNING *`;
+const requestCancel = `UPDATE jobs SET cancel_requested = 1, updated_at = @now WHERE id = @jobId AND state = 'running'
+  RETURNING *`;
+const withdrawWork = `UPDATE outbox SET sent_at = @now, set_aside_reason = @reason
+  WHERE job_id = @jobId AND kind = 'work' AND sent_at IS NULL`;
+const setAsideOutboxRow = `UPDATE outbox SET sent_at = @now, set_aside_reason = @reason WHERE id = @id AND sent_at IS NULL
+  RETURNING kind, job_id, body`;
+
+// Walks the unsent rows in id order and skips the few not yet due.
+const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= ? ORDER BY id LIMIT ?`;
+const markOutboxSent = 'UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL';
+const selectOutboxStats = `SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= ?`;
+
+const selectAttempts = 'SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt';
+// NULL filters match everything, so one prepared statement serves every combination.
+const selectJobPage = `SELECT * FROM jobs
+  WHERE (@tenant IS NULL OR tenant = @tenant) AND (@state IS NULL OR state = @state)
+    AND (@type IS NULL OR type = @type) AND (@before IS NULL OR seq < @before)
+  ORDER BY seq DESC LIMIT @limit`;
+const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
+
+// The sweep. Expired leases: the columns the expiry needs (a pass may read 10,000 rows,
+// and most only go back to the queue). Sets of jobs are JSON arrays read with json_each.
+const selectExpiredLeases = `SELECT id, attempt, max_attempts, cancel_requested, tenant, type FROM jobs
+  WHERE state = 'running' AND lease_deadline <= ? ORDER BY lease_deadline LIMIT ?`;
+const requeueExpiredLeases = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
+    redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
+    progress = NULL, progress_message = NULL, updated_at = @now
+  WHERE id IN (SELECT value FROM json_each(@ids)) AND state = 'running' AND attempt = @attempt
+    AND lease_deadline <= @now AND cancel_requested = 0`;
+const closeExpiredAttempts = `UPDATE attempts SET ended_at = @now, outcome = 'expired', error = @error
+  WHERE job_id IN (SELECT value FROM json_each(@ids)) AND attempt = @attempt AND ended_at IS NULL`;
+const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM jobs
+  WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
+const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
+const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
+
+export class SqliteStatements implements LedgerStatements {
+  constructor(private readonly ctx: SqliteContext) {}
+
+  /** The one row `sql` answers (a SELECT, or a change RETURNING *), as a Job. */
+  private job(sql: string, params: object | string): Job | undefined {
+    const row = this.ctx.sql(sql).get(params) as JobRow | undefined;
+    return row && toJob(row);
+  }
+
+  selectJob({ jobId }: Params<'selectJob'>): Job | undefined {
+    return this.job(selectJobById, jobId);
+  }
+
+  lockJob({ jobId }: Params<'lockJob'>): Job | undefined {
+    // One writer at a time: the row cannot change before this write ends.
+    return this.job(selectJobById, jobId);
+  }
+
+  selectJobByKey({ tenant, idempotencyKey }: Params<'selectJobByKey'>): Job | undefined {
+    const row = this.ctx.sql(selectJobByKey).get(tenant, idempotencyKey) as JobRow | undefined;
+    return row && toJob(row);
+  }
+
+  lockIdempotencyKeys(): void {
+    // One writer at a time: no other transaction can insert a key before this one ends.
+  }
+
+  insertJob({ id, submission, now, redispatchAt }: Params<'insertJob'>): boolean {
+    return this.ctx.sql(insertJob).run({ ...submission, id, now, redispatchAt }).changes === 1;
+  }
+
+  grantLease(params: Params<'grantLease'>): Job | undefined {
+    return this.job(grantLease, params);
+  }
+
+  regrantLease(params: Params<'regrantLease'>): Job | undefined {
+    return this.job(regrantLease, params);
+  }
+
+  insertAttempt(params: Params<'insertAttempt'>): void {
+    this.ctx.sql(insertAttempt).run(params);
+  }
+
+  extendLease(params: Params<'extendLease'>): boolean {
+    return this.ctx.sql(extendLease).run(params).changes === 1;
+  }
+
+  updateProgress(params: Params<'updateProgress'>): boolean {
+    return this.ctx.sql(updateProgress).run(params).changes === 1;
+  }
+
+  finishAttempt(p: Params<'finishAttempt'>): boolean {
+    return this.ctx.sql(finishAttempt).run({ ...guard(p), result: p.result }).changes === 1;
+  }
+
+  failAttempt(p: Params<'failAttempt'>): boolean {
+    const { error } = p;
+    return this.ctx.sql(failAttempt).run({ ...guard(p), reason: p.reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message }).changes === 1;
+  }
+
+  requeueAttempt(p: Params<'requeueAttempt'>): boolean {
+    return this.ctx.sql(requeueAttempt).run({ ...guard(p), notBefore: p.notBefore, redispatchAt: p.redispatchAt }).changes === 1;
+  }
+
+  closeAttempt(p: Params<'closeAttempt'>): void {
+    this.ctx.sql(closeAttempt).run(p);
+  }
+
+  insertOutbox(p: Params<'insertOutbox'>): void {
+    this.ctx.sql(insertOutbox).run(p.kind, p.jobId, p.body, p.now, p.availableAt);
+  }
+
+  insertWorkMessages({ messages, now, availableAt }: Params<'insertWorkMessages'>): void {
+    // One prepared INSERT per row: no round trips here, and no statement to build per batch.
+    const insert = this.ctx.sql(insertOutbox);
+    for (const { jobId, body } of messages) insert.run('work', jobId, body, now, availableAt);
+  }
+
+  failQueuedJob({ jobId, attempt, reason, error, now }: Params<'failQueuedJob'>): Job | undefined {
+    return this.job(failQueuedJob, { jobId, attempt, reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message, now });
+  }
+
+  requestCancel(params: Params<'requestCancel'>): Job | undefined {
+    return this.job(requestCancel, params);
+  }
+
+  withdrawWork(params: Params<'withdrawWork'>): void {
+    this.ctx.sql(withdrawWork).run(params);
+  }
+
+  setAsideOutboxRow(params: Params<'setAsideOutboxRow'>): OutboxRowRef | undefined {
+    const row = this.ctx.sql(setAsideOutboxRow).get(params) as { kind: OutboxKind; job_id: string; body: string } | undefined;
+    return row && ({ kind: row.kind, jobId: row.job_id, body: JSON.parse(row.body) as unknown } as OutboxRowRef);
+  }
+
+  selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): OutboxMessage[] {
+    const rows = this.ctx.sql(selectDueOutbox).all(now, limit) as Array<{
+      id: number;
+      kind: OutboxKind;
+      job_id: string;
+      body: string;
+      created_at: number;
+      available_at: number;
+    }>;
+    return rows.map(
+      (row) =>
+        ({
+          id: row.id,
+          kind: row.kind,
+          jobId: row.job_id,
+          createdAt: row.created_at,
+          availableAt: row.available_at,
+          body: JSON.parse(row.body) as unknown,
+        }) as OutboxMessage,
+    );
+  }
+
+  markOutboxSent({ ids, now }: Params<'markOutboxSent'>): void {
+    const statement = this.ctx.sql(markOutboxSent);
+    for (const id of ids) statement.run(now, id);
+  }
+
+  selectOutboxStats({ now }: Params<'selectOutboxStats'>): OutboxStats {
+    const row = this.ctx.sql(selectOutboxStats).get(now) as { unsent: number; oldest: number | null };
+    return { unsent: row.unsent, oldestCreatedAt: row.oldest };
+  }
+
+  selectAttempts({ jobId }: Params<'selectAttempts'>): AttemptRecord[] {
+    return (this.ctx.sql(selectAttempts).all(jobId) as AttemptRow[]).map(toAttempt);
+  }
+
+  selectJobPage(params: Params<'selectJobPage'>): Array<{ seq: number; job: Job }> {
+    return (this.ctx.sql(selectJobPage).all(params) as JobRow[]).map((row) => ({ seq: row.seq, job: toJob(row) }));
+  }
+
+  countJobsByState(): Array<{ state: JobState; count: number }> {
+    return this.ctx.sql(countJobsByState).all() as Array<{ state: JobState; count: number }>;
+  }
+
+  selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): ExpiredLease[] {
+    const rows = this.ctx.sql(selectExpiredLeases).all(now, limit) as Array<
+      Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>
+    >;
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested === 1, tenant: r.tenant, type: r.type }));
+  }
+
+  requeueExpiredLeases(p: Params<'requeueExpiredLeases'>): number {
+    const { attempt, now, notBefore, redispatchAt } = p;
+    return this.ctx.sql(requeueExpiredLeases).run({ ids: JSON.stringify(p.jobIds), attempt, now, notBefore, redispatchAt }).changes;
+  }
+
+  closeExpiredAttempts(p: Params<'closeExpiredAttempts'>): void {
+    this.ctx.sql(closeExpiredAttempts).run({ ids: JSON.stringify(p.jobIds), attempt: p.attempt, now: p.now, error: p.error });
+  }
+
+  selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): DueRedispatch[] {
+    const rows = this.ctx.sql(selectDueRedispatches).all(now, limit) as Array<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before'>>;
+    return rows.map((r) => ({ id: r.id, attempt: r.attempt, tenant: r.tenant, type: r.type, notBefore: r.not_before }));
+  }
+
+  hasUnsentWork({ jobId }: Params<'hasUnsentWork'>): boolean {
+    return this.ctx.sql(hasUnsentWork).get(jobId) !== undefined;
+  }
+
+  postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): void {
+    this.ctx.sql(postponeRedispatch).run(redispatchAt, jobId, attempt);
+  }
+}
+
+/** An AttemptGuard as SQLite binds it (no booleans). */
+function guard(p: AttemptGuard) {
+  return { jobId: p.jobId, attempt: p.attempt, token: p.token, cancelRequested: p.cancelRequested ? 1 : 0, expect: p.expect, now: p.now };
+}
