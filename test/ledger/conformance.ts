@@ -1,6 +1,6 @@
 /**
  * The ledger conformance suite: every transition and every refusal of the Ledger contract
- * (ledger.ts, DESIGN.md "The path of one job" and "Ledger states"), stated through the
+ * (src/ledger/ledger.ts, and the edges drawn in docs/state-machine.md), stated through the
  * interface alone so that every driver runs the same suite:
  *
  *   ledgerConformance('sqlite', factory);

@@ -184,10 +184,3 @@ export function readHistory(dir: string): HistoryEvent[] {
 export function writeMergedHistory(file: string, events: readonly HistoryEvent[]): void {
   writeFileSync(file, events.map((event) => JSON.stringify(event)).join('\n') + '\n');
 }
-
-export function parseHistory(text: string): HistoryEvent[] {
-  return text
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as HistoryEvent);
-}

@@ -185,12 +185,12 @@ describe('ProcessPool with well-behaved jobs', () => {
   });
 
   test('deep input (issue 18) never costs a process or a slot: each run ends, and the same processes run normal jobs after', async () => {
-    const pidsOfTwoJobsAtOnce = async () =>
-      new Set(
-        (await Promise.all([runJob(pool, 'whoami', null), runJob(pool, 'whoami', null)])).map(({ outcome }) =>
-          outcome.ok ? (outcome.result.data as { pid: number }).pid : outcome.error.message,
-        ),
-      );
+    // Both tasks are made first, then handed over in the same tick, so each takes a process of its own.
+    const pidsOfTwoJobsAtOnce = async () => {
+      const tasks = await Promise.all([task('whoami', null), task('whoami', null)]);
+      const outcomes = await Promise.all(tasks.map((runTask) => pool.run(runTask, { onProgress: () => {} })));
+      return new Set(outcomes.map((outcome) => (outcome.ok ? (outcome.result.data as { pid: number }).pid : outcome.error.message)));
+    };
     const before = await pidsOfTwoJobsAtOnce();
     assert.equal(before.size, 2);
     for (const levels of [1_000, 3_000, 4_000, 4_150, 4_180, 10_000, 100_000]) {
