@@ -85,14 +85,23 @@ function references(path: string): { specifiers: string[]; urls: string[] } {
 function typesOnly(path: string): boolean {
   const source = ts.createSourceFile(path, readFileSync(join(root, path), 'utf8'), ts.ScriptTarget.Latest, false);
   return source.statements.every(
-    (s) => ts.isExportDeclaration(s) && !s.moduleSpecifier && s.exportClause !== undefined && ts.isNamedExports(s.exportClause) && s.exportClause.elements.length === 0,
+    (s) =>
+      ts.isExportDeclaration(s) &&
+      !s.moduleSpecifier &&
+      s.exportClause !== undefined &&
+      ts.isNamedExports(s.exportClause) &&
+      s.exportClause.elements.length === 0,
   );
 }
 
 const isRelative = (specifier: string) => specifier.startsWith('./') || specifier.startsWith('../');
 const resolveFrom = (from: string, specifier: string) => posix.normalize(posix.join(posix.dirname(from), specifier));
 /** The package a bare specifier names: `@scope/name/sub` -> `@scope/name`, `name/sub` -> `name`. */
-const packageOf = (specifier: string) => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+const packageOf = (specifier: string) =>
+  specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/');
 const isBuiltin = (specifier: string) => specifier.startsWith('node:') || builtinModules.includes(packageOf(specifier));
 
 /** The modules package.json names as ways in: bin, main, types and every target of exports. */

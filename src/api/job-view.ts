@@ -163,7 +163,10 @@ export const jobDetailSchema = {
           worker: { type: 'string' },
           startedAt: { type: 'string', format: 'date-time' },
           endedAt: nullableTime,
-          outcome: { type: ['string', 'null'], description: 'finished, failed, retried, expired, released (handed back by its worker: a Fatal error or a stop), cancelled; null while it runs' },
+          outcome: {
+            type: ['string', 'null'],
+            description: 'finished, failed, retried, expired, released (handed back by its worker: a Fatal error or a stop), cancelled; null while it runs',
+          },
           error: serializedErrorSchema,
         },
       },

@@ -6,7 +6,11 @@ import { call, withEmbeddedApi } from '../../test/api/fixture.js';
 describe('jobs, batches, cancel, lists, fleet and readiness', () => {
   it('a batch answers 202 with one job per item, in order, each with its own idempotency key', () =>
     withEmbeddedApi(async (api) => {
-      const earlier = await call(api.app, 'POST', '/v1/jobs', { key: api.acmeKey, body: { type: 'probe', input: { n: 0 } }, headers: { 'idempotency-key': 'k-1' } });
+      const earlier = await call(api.app, 'POST', '/v1/jobs', {
+        key: api.acmeKey,
+        body: { type: 'probe', input: { n: 0 } },
+        headers: { 'idempotency-key': 'k-1' },
+      });
       const batch = await call(api.app, 'POST', '/v1/jobs/batch', {
         key: api.acmeKey,
         body: {
@@ -32,7 +36,12 @@ describe('jobs, batches, cancel, lists, fleet and readiness', () => {
     withEmbeddedApi(async (api) => {
       const batch = await call(api.app, 'POST', '/v1/jobs/batch', {
         key: api.acmeKey,
-        body: { jobs: [{ type: 'probe', input: {} }, { type: 'probe', input: {}, idempotencyKey: '' }] },
+        body: {
+          jobs: [
+            { type: 'probe', input: {} },
+            { type: 'probe', input: {}, idempotencyKey: '' },
+          ],
+        },
       });
       assert.equal(batch.status, 400);
       assert.equal(batch.body.error.message, 'body/jobs/1/idempotencyKey must NOT have fewer than 1 characters');
@@ -86,11 +95,20 @@ describe('jobs, batches, cancel, lists, fleet and readiness', () => {
       assert.deepEqual(seen, [...ids].reverse());
 
       const probes = await call(api.app, 'GET', '/v1/jobs?type=probe', { key: api.acmeKey });
-      assert.deepEqual(probes.body.jobs.map((job: { id: string }) => job.id), [ids[4], ids[2], ids[0]]);
+      assert.deepEqual(
+        probes.body.jobs.map((job: { id: string }) => job.id),
+        [ids[4], ids[2], ids[0]],
+      );
       const failed = await call(api.app, 'GET', '/v1/jobs?state=failed', { key: api.acmeKey });
-      assert.deepEqual(failed.body.jobs.map((job: { id: string }) => job.id), [ids[0]]);
+      assert.deepEqual(
+        failed.body.jobs.map((job: { id: string }) => job.id),
+        [ids[0]],
+      );
       const queuedProbes = await call(api.app, 'GET', '/v1/jobs?state=queued&type=probe', { key: api.acmeKey });
-      assert.deepEqual(queuedProbes.body.jobs.map((job: { id: string }) => job.id), [ids[4], ids[2]]);
+      assert.deepEqual(
+        queuedProbes.body.jobs.map((job: { id: string }) => job.id),
+        [ids[4], ids[2]],
+      );
       assert.equal(queuedProbes.body.nextCursor, null);
     }));
 

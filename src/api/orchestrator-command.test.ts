@@ -24,7 +24,22 @@ describe('planrun orchestrator serves the HTTP API', () => {
     keys.close();
     const child = spawn(
       process.execPath,
-      [planrun, 'orchestrator', '--amqp', rabbitMqUrl, '--data-dir', dir.path, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort), '--prefix', topology.prefix],
+      [
+        planrun,
+        'orchestrator',
+        '--amqp',
+        rabbitMqUrl,
+        '--data-dir',
+        dir.path,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--metrics-port',
+        String(metricsPort),
+        '--prefix',
+        topology.prefix,
+      ],
       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } },
     );
     let log = '';

@@ -13,8 +13,7 @@ const bodyAjv = new Ajv({ ...common, coerceTypes: false, removeAdditional: false
 // Query strings and path parameters arrive as text, so `?limit=10` must become 10.
 const textAjv = new Ajv({ ...common, coerceTypes: true, removeAdditional: false });
 
-const compileValidator: FastifySchemaCompiler<object> = ({ schema, httpPart }) =>
-  (httpPart === 'body' ? bodyAjv : textAjv).compile(schema);
+const compileValidator: FastifySchemaCompiler<object> = ({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema);
 
 /** Fastify's schema error formatter, in the words the submit queue uses too (src/submission/rules.ts). */
 export function formatValidationError(errors: ErrorObject[], dataVar: string): Error {
@@ -39,6 +38,6 @@ export function refuseDeepBodies(app: FastifyInstance): void {
       done(Object.assign(new Error(problem), { statusCode: 400 }), undefined);
       return;
     }
-    parse(request, body as string, done);
+    void parse(request, body as string, done);
   });
 }

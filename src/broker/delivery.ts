@@ -64,11 +64,7 @@ export class OneShotDelivery implements Delivery {
  * dispatch finishes first. A handler that fails before settling gets its delivery
  * requeued: a bug must not drop a message.
  */
-export function runHandler(
-  handler: DeliveryHandler,
-  delivery: OneShotDelivery,
-  onFailure: (error: unknown) => void,
-): void {
+export function runHandler(handler: DeliveryHandler, delivery: OneShotDelivery, onFailure: (error: unknown) => void): void {
   Promise.resolve()
     .then(() => handler(delivery))
     .catch((error: unknown) => {

@@ -169,7 +169,7 @@ export class SocketBroker implements Broker {
     this.subscriptions.clear();
     const links = [this.live, this.settingUp];
     this.live = undefined;
-    await Promise.all(links.map((link) => link?.close()));
+    await Promise.all(links.map(async (link) => link?.close()));
   }
 
   private ensureOpen(): void {

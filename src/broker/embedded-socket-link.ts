@@ -7,14 +7,7 @@
 import { createConnection, type Socket } from 'node:net';
 import { BrokerError } from './broker.js';
 import type { Settlement } from './delivery.js';
-import {
-  errorFromWire,
-  protocolVersion,
-  readFrames,
-  sendFrame,
-  type Operation,
-  type ServerFrame,
-} from './embedded-socket-protocol.js';
+import { errorFromWire, protocolVersion, readFrames, sendFrame, type Operation, type ServerFrame } from './embedded-socket-protocol.js';
 
 /** What a link hands on from the server. */
 export interface LinkReceiver {

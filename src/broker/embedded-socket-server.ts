@@ -278,9 +278,10 @@ async function removeIfStale(path: string): Promise<void> {
   if (answer === 'live') {
     throw new Error(`another broker server is already listening on ${path} (is another orchestrator running with this data dir?)`);
   }
-  if (answer === 'stale') await unlink(path).catch((error: NodeJS.ErrnoException) => {
-    if (error.code !== 'ENOENT') throw error;
-  });
+  if (answer === 'stale')
+    await unlink(path).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOENT') throw error;
+    });
 }
 
 /** Whether a server answers on the socket at `path`. */

@@ -55,8 +55,8 @@ brokerConformance('embedded over a Unix socket', async () => {
 function startChild(path: string, queue: string): { child: ChildProcess; lines: () => string[]; exited: Promise<unknown> } {
   const child = spawn(process.execPath, [childScript, path, queue], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise((resolve) => child.once('exit', resolve));
   return { child, lines: () => output.split('\n').filter(Boolean), exited };
 }
@@ -78,8 +78,9 @@ describe('EmbeddedBroker over a Unix socket', () => {
       await publisher.declareQueue('work');
       await publisher.sendToQueue('work', Buffer.from('long job'), { messageId: 'job-1' });
 
-      await eventually(() => `the child to take job-1 (output: ${worker.lines().join(' | ')})`, () =>
-        worker.lines().some((line) => line.includes('job-1')),
+      await eventually(
+        () => `the child to take job-1 (output: ${worker.lines().join(' | ')})`,
+        () => worker.lines().some((line) => line.includes('job-1')),
       );
       assert.deepEqual(JSON.parse(worker.lines().find((line) => line.includes('job-1'))!), {
         messageId: 'job-1',
@@ -205,9 +206,7 @@ describe('EmbeddedBroker over a Unix socket', () => {
     const dir = tempDir('planrun-sock-');
     try {
       const started = Date.now();
-      await assert.rejects(SocketBroker.connect({ path: join(dir.path, 'broker.sock') }), (error: unknown) =>
-        isBrokerError(error, 'disconnected'),
-      );
+      await assert.rejects(SocketBroker.connect({ path: join(dir.path, 'broker.sock') }), (error: unknown) => isBrokerError(error, 'disconnected'));
       assert.ok(Date.now() - started < 1000);
     } finally {
       dir.remove();

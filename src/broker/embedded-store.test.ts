@@ -59,7 +59,10 @@ describe('EmbeddedBroker with a store', () => {
       await broker.declareQueue('results');
       await broker.declareTopicExchange('planrun.results');
       await broker.bindQueue('results', 'planrun.results', 'acme.#');
-      await broker.publish('planrun.results', 'acme.render.finished', Buffer.from('{"id":"j1"}'), { messageId: 'j1', headers: { 'planrun-tenant': 'acme', n: 1, ok: true } });
+      await broker.publish('planrun.results', 'acme.render.finished', Buffer.from('{"id":"j1"}'), {
+        messageId: 'j1',
+        headers: { 'planrun-tenant': 'acme', n: 1, ok: true },
+      });
       await broker.sendToQueue('results', Buffer.from('direct'), { messageId: 'j2' });
       await broker.publish('planrun.results', 'globex.render.finished', Buffer.from('not bound'), { messageId: 'j3' });
       await first.close();
@@ -77,7 +80,10 @@ describe('EmbeddedBroker with a store', () => {
       // The binding came back too: a new publish is routed, and lands after the restored ones.
       await again.publish('planrun.results', 'acme.render.failed', Buffer.from('new'), { messageId: 'j4' });
       const all = await drain(again, 'results', 3);
-      assert.deepEqual(all.map((d) => d.messageId), ['j1', 'j2', 'j4']);
+      assert.deepEqual(
+        all.map((d) => d.messageId),
+        ['j1', 'j2', 'j4'],
+      );
       await second.close();
     } finally {
       dir.remove();
@@ -114,8 +120,14 @@ describe('EmbeddedBroker with a store', () => {
 
       const second = open(path);
       const again = second.connect();
-      assert.deepEqual((await drain(again, 'kept', 2)).map((d) => d.messageId), ['requeue', 'keep']);
-      await assert.rejects(again.consume('gone', () => undefined, { prefetch: 1 }), /no queue named gone/);
+      assert.deepEqual(
+        (await drain(again, 'kept', 2)).map((d) => d.messageId),
+        ['requeue', 'keep'],
+      );
+      await assert.rejects(
+        again.consume('gone', () => undefined, { prefetch: 1 }),
+        /no queue named gone/,
+      );
       await second.close();
       assert.equal(rowCount(path), 2);
     } finally {
@@ -146,10 +158,14 @@ describe('EmbeddedBroker with a store', () => {
     try {
       const child = spawn(process.execPath, [childScript, path, 'submit'], { stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
-      child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
       const exited = new Promise((resolve) => child.once('exit', resolve));
-      await eventually(() => `500 confirmed publishes; the child printed: ${output.slice(0, 500)}`, () => output.split('\n').length > 500, 20_000);
+      await eventually(
+        () => `500 confirmed publishes; the child printed: ${output.slice(0, 500)}`,
+        () => output.split('\n').length > 500,
+        20_000,
+      );
       child.kill('SIGKILL');
       await exited;
       const confirmed = output.split('\n').filter((line) => line.startsWith('m-'));
@@ -157,7 +173,11 @@ describe('EmbeddedBroker with a store', () => {
       const core = open(path);
       const deliveries = await drain(core.connect(), 'submit', confirmed.length);
       const stored = new Set(deliveries.map((d) => d.messageId));
-      assert.deepEqual(confirmed.filter((id) => !stored.has(id)), [], 'every confirmed message is still queued');
+      assert.deepEqual(
+        confirmed.filter((id) => !stored.has(id)),
+        [],
+        'every confirmed message is still queued',
+      );
       assert.ok(deliveries.every((d) => d.body.toString() === `body of ${d.messageId}` && d.headers.n === d.messageId));
       await core.close();
     } finally {
@@ -172,10 +192,16 @@ describe('EmbeddedBroker with a store', () => {
       const db = new Database(newer);
       db.pragma('user_version = 99');
       db.close();
-      assert.throws(() => EmbeddedBrokerStore.open(newer), (error: Error) => error.message.includes(newer) && /schema version 99/.test(error.message));
+      assert.throws(
+        () => EmbeddedBrokerStore.open(newer),
+        (error: Error) => error.message.includes(newer) && /schema version 99/.test(error.message),
+      );
       const junk = join(dir.path, 'junk.db');
       writeFileSync(junk, 'this is not a database, just some text long enough to have a header '.repeat(20));
-      assert.throws(() => EmbeddedBrokerStore.open(junk), (error: Error) => error.message.includes(junk));
+      assert.throws(
+        () => EmbeddedBrokerStore.open(junk),
+        (error: Error) => error.message.includes(junk),
+      );
     } finally {
       dir.remove();
     }

@@ -53,9 +53,7 @@ export class EmbeddedSubscription implements Subscription, QueueConsumer {
     this.held.set(tag, { message, from, consumerTimer });
     // A fresh copy of the body per delivery, as from a network broker: a handler that
     // mutates it must not change what a redelivery carries.
-    const delivery = new OneShotDelivery({ ...message, body: Buffer.from(message.body) }, (settlement) =>
-      this.settle(tag, settlement),
-    );
+    const delivery = new OneShotDelivery({ ...message, body: Buffer.from(message.body) }, (settlement) => this.settle(tag, settlement));
     runHandler(this.handler, delivery, (error) => this.host.events.emit({ type: 'handler_failed', queue: this.queue, error }));
   }
 

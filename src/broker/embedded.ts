@@ -65,8 +65,7 @@ export class EmbeddedBroker {
 
   constructor(options: EmbeddedBrokerOptions = {}) {
     this.clock = options.clock ?? systemClock;
-    this.consumerTimeoutMs =
-      options.consumerTimeoutMs === undefined ? undefined : requireTtl('consumerTimeoutMs', options.consumerTimeoutMs);
+    this.consumerTimeoutMs = options.consumerTimeoutMs === undefined ? undefined : requireTtl('consumerTimeoutMs', options.consumerTimeoutMs);
     this.store = options.store;
     if (this.store) this.restore(this.store);
     this.firstSeq = this.nextSeq;

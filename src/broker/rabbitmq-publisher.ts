@@ -122,7 +122,7 @@ export class ConfirmPublisher {
       this.channel.close().catch(() => undefined);
       return;
     }
-    this.requests.answer(message.properties.correlationId, {
+    this.requests.answer(message.properties.correlationId as string | undefined, {
       body: message.content,
       headers: message.properties.headers ?? {},
     });
@@ -130,13 +130,9 @@ export class ConfirmPublisher {
 
   private markReturned(message: Message): void {
     const { routingKey } = message.fields;
-    const { messageId, correlationId } = message.properties;
+    const { messageId, correlationId } = message.properties as { messageId?: string; correlationId?: string };
     const returned = [...this.awaitingConfirm].find(
-      (publish) =>
-        !publish.returned &&
-        publish.routingKey === routingKey &&
-        publish.messageId === messageId &&
-        publish.correlationId === correlationId,
+      (publish) => !publish.returned && publish.routingKey === routingKey && publish.messageId === messageId && publish.correlationId === correlationId,
     );
     if (returned) returned.returned = true;
   }

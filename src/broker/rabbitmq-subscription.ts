@@ -146,12 +146,12 @@ export class RabbitSubscription implements Subscription {
     const delivery = new OneShotDelivery(
       {
         body: message.content,
-        messageId: properties.messageId,
+        messageId: properties.messageId as string | undefined,
         headers: properties.headers ?? {},
         routingKey: fields.routingKey,
         redelivered: fields.redelivered,
-        replyTo: properties.replyTo,
-        correlationId: properties.correlationId,
+        replyTo: properties.replyTo as string | undefined,
+        correlationId: properties.correlationId as string | undefined,
       },
       (settlement) => settleOn(channel, message, settlement),
     );

@@ -137,10 +137,7 @@ describe('RabbitMqBroker', () => {
     const port = proxy.port;
     await proxy.close();
     const started = Date.now();
-    await assert.rejects(
-      RabbitMqBroker.connect({ url: `amqp://guest:guest@127.0.0.1:${port}` }),
-      (error: unknown) => isBrokerError(error, 'disconnected'),
-    );
+    await assert.rejects(RabbitMqBroker.connect({ url: `amqp://guest:guest@127.0.0.1:${port}` }), (error: unknown) => isBrokerError(error, 'disconnected'));
     assert.ok(Date.now() - started < 2000);
   });
 
@@ -247,9 +244,7 @@ describe('RabbitMqBroker', () => {
         await assert.rejects(inFlight, (error: unknown) => isBrokerError(error, 'disconnected'));
         await assert.rejects(request, (error: unknown) => isBrokerError(error, 'disconnected'));
         assert.equal(count(events, 'connection_lost'), 1);
-        await assert.rejects(broker.sendToQueue(queue, Buffer.from('x')), (error: unknown) =>
-          isBrokerError(error, 'disconnected'),
-        );
+        await assert.rejects(broker.sendToQueue(queue, Buffer.from('x')), (error: unknown) => isBrokerError(error, 'disconnected'));
 
         proxy.heal();
         await eventually('connection_restored', () => count(events, 'connection_restored') === 1);

@@ -135,9 +135,7 @@ export class RabbitMqBroker implements Broker {
   }
 
   async declareTopicExchange(name: string): Promise<void> {
-    await this.onTemporaryChannel(`declaring exchange ${name}`, (channel) =>
-      channel.assertExchange(name, 'topic', { durable: true }),
-    );
+    await this.onTemporaryChannel(`declaring exchange ${name}`, (channel) => channel.assertExchange(name, 'topic', { durable: true }));
     this.topology.addExchange(name);
   }
 

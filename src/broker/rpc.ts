@@ -36,7 +36,7 @@ export class PendingRequests {
     if (!waiter) return;
     const error = reply.headers[errorHeader];
     if (error === undefined) waiter.resolve(reply.body);
-    else waiter.reject(new BrokerError('remote_error', String(error)));
+    else waiter.reject(new BrokerError('remote_error', typeof error === 'string' ? error : JSON.stringify(error)));
   }
 
   fail(correlationId: string, error: Error): void {

@@ -26,7 +26,10 @@ export interface ClientFlags {
 /** Adds `--url`, `--key` and `--data-dir` to a client command (the saved URL wins over the default). */
 export function clientOptions(command: Command): Command {
   return command
-    .option('--url <url>', `where the planrun API listens (or PLANRUN_URL; default: the URL planrun up saved in <data-dir>/${localUrlFile}, else ${defaultApiUrl})`)
+    .option(
+      '--url <url>',
+      `where the planrun API listens (or PLANRUN_URL; default: the URL planrun up saved in <data-dir>/${localUrlFile}, else ${defaultApiUrl})`,
+    )
     .option('--key <key>', `API key (or PLANRUN_KEY; default: the one planrun up saved in <data-dir>/${localKeyFile})`)
     .option('--data-dir <dir>', 'where planrun up keeps its data, to find its saved URL and key', defaultDataDir);
 }

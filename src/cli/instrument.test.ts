@@ -29,7 +29,13 @@ test('the module PLANRUN_INSTRUMENT names wraps the broker and watches the worke
 });
 
 test('a module that is no instrument, or does not load, stops the command with what is wrong', async () => {
-  await assert.rejects(loadInstrument({ [instrumentEnv]: moduleUrl('export const x = 1;') }), /is no instrument: it exports neither wrapBroker nor watchWorker/);
+  await assert.rejects(
+    loadInstrument({ [instrumentEnv]: moduleUrl('export const x = 1;') }),
+    /is no instrument: it exports neither wrapBroker nor watchWorker/,
+  );
   await assert.rejects(loadInstrument({ [instrumentEnv]: moduleUrl('export const wrapBroker = 1;') }), /is no instrument: wrapBroker is not a function/);
-  await assert.rejects(loadInstrument({ [instrumentEnv]: '/nonexistent/instrument.js' }), /cannot load the PLANRUN_INSTRUMENT module \/nonexistent\/instrument\.js/);
+  await assert.rejects(
+    loadInstrument({ [instrumentEnv]: '/nonexistent/instrument.js' }),
+    /cannot load the PLANRUN_INSTRUMENT module \/nonexistent\/instrument\.js/,
+  );
 });

@@ -52,5 +52,5 @@ export async function loadInstrument(env: NodeJS.ProcessEnv = process.env): Prom
     ...(wrapBroker === undefined && watchWorker === undefined ? ['it exports neither wrapBroker nor watchWorker'] : []),
   ];
   if (problems.length > 0) throw new TypeError(`the ${instrumentEnv} module ${spec} is no instrument: ${problems.join('; ')}`);
-  return exports as Instrument;
+  return exports;
 }

@@ -78,7 +78,10 @@ function syntaxErrorLine(file: string): number | undefined {
 
 /** loadJobTypes lists the problems of a module one per line; the command says them on one. */
 function oneLine(message: string): string {
-  return message.replace(/:\n\s*- /, ': ').replace(/\n\s*- /g, '; ').replace(/\s*\n\s*/g, ' ');
+  return message
+    .replace(/:\n\s*- /, ': ')
+    .replace(/\n\s*- /g, '; ')
+    .replace(/\s*\n\s*/g, ' ');
 }
 
 function escape(text: string): string {

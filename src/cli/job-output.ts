@@ -27,7 +27,12 @@ export function attemptLabel(job: Pick<JobSummary, 'attempt' | 'maxAttempts'>): 
 function shortTime(iso: string | null | undefined): string {
   if (!iso) return '-';
   const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return Number.isNaN(date.getTime())
+    ? iso
+    : date
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, 'Z');
 }
 
 function elapsed(fromIso: string | null, toIso: string | null): string {
@@ -103,14 +108,7 @@ export function formatJobTable(jobs: JobSummary[]): string {
   if (jobs.length === 0) return 'no jobs';
   return table(
     ['ID', 'TYPE', 'STATE', 'ATTEMPT', 'PROGRESS', 'UPDATED'],
-    jobs.map((job) => [
-      job.id,
-      job.type,
-      stateLabel(job),
-      `${job.attempt}/${job.maxAttempts}`,
-      shownProgress(job),
-      shortTime(job.updatedAt),
-    ]),
+    jobs.map((job) => [job.id, job.type, stateLabel(job), `${job.attempt}/${job.maxAttempts}`, shownProgress(job), shortTime(job.updatedAt)]),
   );
 }
 

@@ -90,7 +90,10 @@ describe('planrun ledger stats', () => {
 
       const refused = await planrun(dir.path, 'ledger', 'stats', '--ledger', `${postgresUrl}?schema=${missing}`);
       assert.equal(refused.code, 2);
-      assert.match(refused.stderr, new RegExp(`^planrun: no planrun ledger in schema "${missing}" of PostgreSQL postgres://\\S+ \\(check --ledger and its \\?schema=\\)\\n$`));
+      assert.match(
+        refused.stderr,
+        new RegExp(`^planrun: no planrun ledger in schema "${missing}" of PostgreSQL postgres://\\S+ \\(check --ledger and its \\?schema=\\)\\n$`),
+      );
       assert.equal(await schemaExists(missing), false);
       assert.deepEqual(readdirSync(dir.path), []);
     } finally {

@@ -46,7 +46,11 @@ try {
   // Commander has printed its message (or the help, or the version) already.
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage);
   // Errors a user can act on get one clear line, not a stack trace.
-  if (error instanceof UsageError || error instanceof LedgerError || (error instanceof Error && ['BrokerError', 'KeyStoreError', 'ListenError'].includes(error.name))) {
+  if (
+    error instanceof UsageError ||
+    error instanceof LedgerError ||
+    (error instanceof Error && ['BrokerError', 'KeyStoreError', 'ListenError'].includes(error.name))
+  ) {
     console.error(`planrun: ${error.message}`);
     process.exit(ExitCode.usage);
   }

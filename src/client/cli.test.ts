@@ -107,7 +107,13 @@ describe('the client commands of the CLI, against the real API', () => {
     const [second, otherType] = await Promise.all([planrun(args), planrun(['submit', 'sleep', '--idempotency-key', key, ...connection])]);
     assert.equal(second.code, 0, second.stderr);
     assert.equal(second.stdout, `${id}\n`);
-    assert.match(second.stderr, new RegExp(`^planrun: idempotency key "${key}" was used before: this is the job it named \\(a probe job, submitted \\S+\\), unchanged; nothing new was submitted$`, 'm'));
+    assert.match(
+      second.stderr,
+      new RegExp(
+        `^planrun: idempotency key "${key}" was used before: this is the job it named \\(a probe job, submitted \\S+\\), unchanged; nothing new was submitted$`,
+        'm',
+      ),
+    );
     assert.equal(otherType.stdout, `${id}\n`);
     assert.match(otherType.stderr, /this is the job it named \(a probe job, not sleep, submitted /);
   });
@@ -141,7 +147,10 @@ describe('the client commands of the CLI, against the real API', () => {
     assert.match(ok.stdout, /output: probe-output\.txt \S+/);
     // stderr is not a terminal here: plain lines, one per change, ending at the terminal state.
     const progress = lines(ok.stderr);
-    assert.ok(progress.some((line) => /running {2}attempt 1\/3 {2}\d+% {2}step \d/.test(line)), ok.stderr);
+    assert.ok(
+      progress.some((line) => /running {2}attempt 1\/3 {2}\d+% {2}step \d/.test(line)),
+      ok.stderr,
+    );
     assert.ok(!ok.stderr.includes('\r'), 'no redraws when stderr is not a terminal');
     assert.match(progress.at(-1)!, / finished {2}attempt 1\/3$/);
 
@@ -173,7 +182,10 @@ describe('the client commands of the CLI, against the real API', () => {
     assert.equal(run.code, 0, run.stderr);
     const [header, ...rows] = lines(run.stdout);
     assert.match(header!, /^ID +TYPE +STATE +ATTEMPT +PROGRESS +UPDATED$/);
-    assert.ok(rows.some((row) => row.startsWith(`${id} `) && /probe +finished +1\/3 +100% +\S+ \S+$/.test(row)), run.stdout);
+    assert.ok(
+      rows.some((row) => row.startsWith(`${id} `) && /probe +finished +1\/3 +100% +\S+ \S+$/.test(row)),
+      run.stdout,
+    );
     assert.ok(rows.length >= 1 && rows.every((row) => / finished /.test(row)));
   });
 
@@ -200,7 +212,11 @@ describe('the client commands of the CLI, against the real API', () => {
   it('cancel: a queued job fails as cancelled at once, a running one at its next heartbeat; an ended one says so', async () => {
     // Four long jobs fill the worker's four slots; the fifth waits in the queue.
     const running = await Promise.all([1, 2, 3, 4].map(() => client.submit('probe', JSON.parse(probe({ ms: 60_000, steps: 600 })))));
-    await waitFor('four jobs running', async () => (await Promise.all(running.map((job) => client.get(job.id)))).every((job) => job.state === 'running'), 15_000);
+    await waitFor(
+      'four jobs running',
+      async () => (await Promise.all(running.map((job) => client.get(job.id)))).every((job) => job.state === 'running'),
+      15_000,
+    );
     const queued = await client.submit('probe', JSON.parse(probe({ ms: 10 })));
     const [first, second] = running;
 
@@ -244,7 +260,10 @@ describe('the client commands of the CLI, against the real API', () => {
     assert.equal(rows.length, workers.length);
     assert.match(rows[0]!, new RegExp(`^${workers[0]!.id} +\\d/4 +\\S*probe\\S* +\\S+ +(just now|\\d+ s ago)$`));
     assert.equal(json.code, 0, json.stderr);
-    assert.deepEqual((JSON.parse(json.stdout) as { workers: Array<{ id: string }> }).workers.map((w) => w.id), workers.map((w) => w.id));
+    assert.deepEqual(
+      (JSON.parse(json.stdout) as { workers: Array<{ id: string }> }).workers.map((w) => w.id),
+      workers.map((w) => w.id),
+    );
   });
 
   it('says how to get a key, names an unreachable URL, and refuses --input that is not JSON, each in one line, exit 2', async () => {
@@ -325,13 +344,19 @@ describe('the client commands’ options, in process', () => {
   it('turns a refused key and an unknown job into one line saying what to do', async () => {
     const flags = { url: api.url, dataDir: '.planrun' };
     const refused = new Client({ url: api.url, key: 'wrong' });
-    await assert.rejects(talkingToApi(flags, () => refused.get('x')), (error: Error) => {
-      assert.ok(error instanceof UsageError);
-      assert.match(error.message, /refused the API key \(unknown or revoked API key\)\. Pass a valid one with --key or PLANRUN_KEY/);
-      return true;
-    });
+    await assert.rejects(
+      talkingToApi(flags, () => refused.get('x')),
+      (error: Error) => {
+        assert.ok(error instanceof UsageError);
+        assert.match(error.message, /refused the API key \(unknown or revoked API key\)\. Pass a valid one with --key or PLANRUN_KEY/);
+        return true;
+      },
+    );
     const client = new Client({ url: api.url, key: api.acmeKey });
-    await assert.rejects(talkingToApi(flags, () => client.get('no-such-job')), /^UsageError: no job no-such-job \(not_found, HTTP 404\)$/);
+    await assert.rejects(
+      talkingToApi(flags, () => client.get('no-such-job')),
+      /^UsageError: no job no-such-job \(not_found, HTTP 404\)$/,
+    );
   });
 
   it('the progress line redraws in place on a terminal, and leaves it on a new line at the end', () => {
@@ -362,11 +387,17 @@ describe('the client commands’ options, in process', () => {
     display.update({ type: 'progress', job: { ...base, state: 'running', progress: 0.5, progressMessage: 'halfway' } });
     display.update({ type: 'state', job: { ...base, state: 'finished', progress: 1 } });
     display.finish();
-    assert.ok(writes.slice(0, -1).every((w) => w.startsWith('\r\x1b[2K')), 'each draw clears the line first');
+    assert.ok(
+      writes.slice(0, -1).every((w) => w.startsWith('\r\x1b[2K')),
+      'each draw clears the line first',
+    );
     assert.match(writes[1]!, /^\r\x1b\[2Krunning {3}50% \[#{15}-{15}\] {2}attempt 1\/3 {2}halfway$/);
     assert.match(writes.at(-2)!, /^\r\x1b\[2Kfinished {2}attempt 1\/3$/);
     assert.equal(writes.at(-1), '\n');
-    assert.ok(writes.every((w) => w.length <= 100 + 5), 'no draw is wider than the terminal');
+    assert.ok(
+      writes.every((w) => w.length <= 100 + 5),
+      'no draw is wider than the terminal',
+    );
   });
 
   it('fleet with no worker says what that means for queued jobs', async () => {

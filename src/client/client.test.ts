@@ -71,7 +71,7 @@ describe('the client, against the real API', () => {
     assert.equal(finished.progress, 1);
     assert.equal(finished.error, null);
     assert.deepEqual(finished.result?.data, { pid: (finished.result?.data as { pid: number }).pid, attempt: 1 });
-    assert.ok(existsSync(finished.result!.outputs![probeOutputFile]!), 'the output is where the result says');
+    assert.ok(existsSync(finished.result.outputs![probeOutputFile]!), 'the output is where the result says');
     assert.equal(finished.attempts.length, 1);
     assert.equal(finished.attempts[0]!.outcome, 'finished');
   });
@@ -86,8 +86,15 @@ describe('the client, against the real API', () => {
     assert.equal(events[0]!.type, 'state');
     const progress = events.filter((e) => e.type === 'progress').map((e) => e.job.progress!);
     assert.ok(progress.length >= 2, `progress events: ${JSON.stringify(progress)}`);
-    assert.deepEqual(progress, [...progress].sort((a, b) => a - b), 'progress only grows');
-    assert.ok(events.slice(0, -1).every((e) => e.job.state !== 'finished' && e.job.state !== 'failed'), 'only the last event is terminal');
+    assert.deepEqual(
+      progress,
+      [...progress].sort((a, b) => a - b),
+      'progress only grows',
+    );
+    assert.ok(
+      events.slice(0, -1).every((e) => e.job.state !== 'finished' && e.job.state !== 'failed'),
+      'only the last event is terminal',
+    );
 
     // Connecting after the end gets the terminal event at once.
     const late: JobEvent[] = [];
@@ -147,7 +154,7 @@ describe('the client, against the real API', () => {
     assert.equal(page.jobs.length, 1);
     assert.equal(page.jobs[0]!.state, 'finished');
     assert.ok(page.nextCursor, 'there is a next page');
-    const next = await client.list({ state: 'finished', cursor: page.nextCursor! });
+    const next = await client.list({ state: 'finished', cursor: page.nextCursor });
     assert.ok(next.jobs.length >= 1);
     assert.ok(!next.jobs.some((j) => j.id === page.jobs[0]!.id), 'the next page does not repeat the first');
     assert.deepEqual((await client.list({ type: 'no-such-type' })).jobs, []);

@@ -111,7 +111,7 @@ export class Client {
     if (options.type !== undefined) query.set('type', options.type);
     if (options.cursor !== undefined) query.set('cursor', options.cursor);
     if (options.limit !== undefined) query.set('limit', String(options.limit));
-    const search = query.size > 0 ? `?${query}` : '';
+    const search = query.size > 0 ? `?${query.toString()}` : '';
     const page = await this.request<JobPage>('GET', `/v1/jobs${search}`);
     if (!Array.isArray(page?.jobs)) throw this.invalidResponse('/v1/jobs', 'the job list has no jobs');
     return { jobs: page.jobs, nextCursor: page.nextCursor ?? null };

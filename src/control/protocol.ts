@@ -109,12 +109,10 @@ export interface HeartbeatReply {
 }
 
 export type FenceReply =
-  | { op: 'fence'; jobId: string; attempt: number; live: true; ttlMs: number }
-  | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
+  { op: 'fence'; jobId: string; attempt: number; live: true; ttlMs: number } | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
 
 export type ProgressReply =
-  | { op: 'progress'; jobId: string; attempt: number; accepted: true }
-  | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
+  { op: 'progress'; jobId: string; attempt: number; accepted: true } | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
 export type SettleReply =
   | { op: 'settle'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<SettleResult, { accepted: true }>['transition'] }

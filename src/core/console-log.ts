@@ -42,7 +42,7 @@ export function formatLogLine(line: string, options: ConsoleFormatOptions): stri
     if ((key === 'err' || key === 'error') && value !== null && typeof value === 'object') {
       const error = value as { message?: unknown; code?: unknown; stack?: unknown };
       const code = typeof error.code === 'string' ? `${error.code}: ` : '';
-      fields.push(`${key}=${show(`${code}${String(error.message ?? JSON.stringify(value))}`)}`);
+      fields.push(`${key}=${show(`${code}${typeof error.message === 'string' ? error.message : JSON.stringify(value)}`)}`);
       if (Number(record.level) >= 50 && typeof error.stack === 'string') stack = error.stack;
       continue;
     }
@@ -50,10 +50,14 @@ export function formatLogLine(line: string, options: ConsoleFormatOptions): stri
   }
   const source = sourceOf(record);
   const paint = (text: string, color: string) => (options.color && color ? `${color}${text}${reset}` : text);
-  const parts = [paint(clock, dim), paint(level.label, level.color), paint(source, dim), String(record.msg ?? '')];
+  const parts = [paint(clock, dim), paint(level.label, level.color), paint(source, dim), typeof record.msg === 'string' ? record.msg : ''];
   if (fields.length > 0) parts.push(paint(fields.join(' '), dim));
   let out = `${parts.join('  ')}\n`;
-  if (stack) out += `${stack.split('\n').map((l) => `    ${l.trim()}`).join('\n')}\n`;
+  if (stack)
+    out += `${stack
+      .split('\n')
+      .map((l) => `    ${l.trim()}`)
+      .join('\n')}\n`;
   return out;
 }
 

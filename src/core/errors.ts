@@ -108,11 +108,7 @@ function stackOf(stack: unknown): { stack?: string } {
 export function isSerializedError(value: unknown): value is SerializedError {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
-  return (
-    (v.class === 'permanent' || v.class === 'transient' || v.class === 'fatal') &&
-    typeof v.code === 'string' &&
-    typeof v.message === 'string'
-  );
+  return (v.class === 'permanent' || v.class === 'transient' || v.class === 'fatal') && typeof v.code === 'string' && typeof v.message === 'string';
 }
 
 /** Rebuilds a throwable error from its wire form, keeping class and code. */

@@ -16,7 +16,7 @@ export interface DemoOptions {
   clipSeconds: number;
   /** Called with every job's latest view while the batch runs, and once at the end. */
   onProgress(jobs: JobView[]): void;
-  onNote(line: string): void;
+  onNote: (line: string) => void;
 }
 
 export interface DemoOutcome {
@@ -80,7 +80,7 @@ function killAWorkerMidJob(views: JobView[], note: (line: string) => void): numb
 }
 
 /** Counts result messages by message id on a queue of its own, removed by `stop`. */
-async function countResultMessages(stack: LocalStack): Promise<{ counts: Map<string, number>; stop(): Promise<void> }> {
+async function countResultMessages(stack: LocalStack): Promise<{ counts: Map<string, number>; stop: () => Promise<void> }> {
   const counts = new Map<string, number>();
   const queue = `${stack.topology.prefix}.demo-results`;
   await stack.broker.declareQueue(queue);

@@ -26,10 +26,7 @@ export class EmbeddedBrokerService {
    * `defaultBrokerSocketPath(dataDir)`). `consumerTimeoutMs` works as RabbitMQ's
    * consumer_timeout (off unless given).
    */
-  static async start(
-    dataDir: string,
-    options: { socketPath?: string; consumerTimeoutMs?: number } = {},
-  ): Promise<EmbeddedBrokerService> {
+  static async start(dataDir: string, options: { socketPath?: string; consumerTimeoutMs?: number } = {}): Promise<EmbeddedBrokerService> {
     const socketPath = options.socketPath ?? defaultBrokerSocketPath(dataDir);
     const broker = new EmbeddedBroker({
       store: EmbeddedBrokerStore.open(join(dataDir, 'broker.db')),

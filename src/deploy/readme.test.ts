@@ -85,7 +85,10 @@ describe('the README, run as written against planrun up', () => {
 
   after(() => {
     if (up.exitCode === null) {
-      const children = spawnSync('pgrep', ['-P', String(up.pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+      const children = spawnSync('pgrep', ['-P', String(up.pid)], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .filter(Boolean)
+        .map(Number);
       up.kill('SIGKILL');
       for (const pid of children) process.kill(pid, 'SIGKILL');
     }
@@ -97,13 +100,10 @@ describe('the README, run as written against planrun up', () => {
     assert.match(readmeLine('submit'), /^npx planrun submit transcode --input '\{\}' --wait /);
   });
 
-  let transcoded: string;
-
   it('submit --wait renders the test clip and exits 0; jobs lists it; status shows it with its outputs, stored where the README says', () => {
     const submitted = sh(readmeLine('submit'), {}, 120_000);
     assert.equal(submitted.code, 0, submitted.stderr + submitted.stdout);
     const [id, final] = submitted.stdout.trim().split('\n');
-    transcoded = id!;
     assert.match(final!, new RegExp(`^${id} finished, attempt 1/3`));
 
     const jobs = sh(readmeLine('jobs'));
@@ -139,12 +139,18 @@ describe('the README, run as written against planrun up', () => {
     assert.match(running.stdout, new RegExp(`^${id} running, attempt 1/3: cancel requested; its worker stops it at its next heartbeat`));
     const ended: JobView = await client.wait(id);
     assert.equal(ended.reason, 'cancelled');
-    await waitFor('up’s console to say the worker stopped it', () => new RegExp(`^\\d\\d:\\d\\d:\\d\\d {2}INFO {3}worker \\d+ {2}job cancelled; stopping it {2}jobId=${id} attempt=1$`, 'm').test(output));
+    await waitFor('up’s console to say the worker stopped it', () =>
+      new RegExp(`^\\d\\d:\\d\\d:\\d\\d {2}INFO {3}worker \\d+ {2}job cancelled; stopping it {2}jobId=${id} attempt=1$`, 'm').test(output),
+    );
 
     // Four slots filled, the fifth job waits in the queue until cancelled.
     const fillers = await Promise.all([1, 2, 3, 4].map(() => client.submit('sleep', { ms: 120_000, steps: 120 })));
     const queued: JobSummary = await client.submit('sleep', { ms: 10 });
-    await waitFor('four jobs running', async () => (await Promise.all(fillers.map((job) => client.get(job.id)))).every((job) => job.state === 'running'), 20_000);
+    await waitFor(
+      'four jobs running',
+      async () => (await Promise.all(fillers.map((job) => client.get(job.id)))).every((job) => job.state === 'running'),
+      20_000,
+    );
     const cancelled = sh(readmeLine('cancel'), { '<id>': queued.id });
     assert.equal(cancelled.code, 0, cancelled.stderr);
     assert.equal(cancelled.stdout, `${queued.id} failed (cancelled), attempt 1/3\n`);
@@ -194,7 +200,10 @@ describe('the README, run as written against planrun up', () => {
   it('up’s console held readable lines only, none above info, and up stops on SIGTERM with code 0', async () => {
     const logLines = output.split('\n').filter((line) => /^\d\d:\d\d:\d\d {2}[A-Z]+ /.test(line));
     assert.ok(logLines.length > 0);
-    assert.deepEqual(logLines.filter((line) => !/^\d\d:\d\d:\d\d {2}INFO /.test(line)), []);
+    assert.deepEqual(
+      logLines.filter((line) => !/^\d\d:\d\d:\d\d {2}INFO /.test(line)),
+      [],
+    );
     assert.doesNotMatch(output, /^\{/m);
     const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)));
     up.kill('SIGTERM');

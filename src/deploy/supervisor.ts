@@ -43,7 +43,15 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {}
 
   start(spec: SupervisedProcess): void {
-    const running: Running = { spec, child: undefined, startedAt: 0, delayMs: this.options.restartDelayMs ?? 1000, restartTimer: undefined, restarts: 0, killer: undefined };
+    const running: Running = {
+      spec,
+      child: undefined,
+      startedAt: 0,
+      delayMs: this.options.restartDelayMs ?? 1000,
+      restartTimer: undefined,
+      restarts: 0,
+      killer: undefined,
+    };
     this.processes.push(running);
     this.launch(running);
   }

@@ -50,7 +50,10 @@ const running: Up[] = [];
 afterEach(() => {
   for (const up of running.splice(0)) {
     if (up.child.exitCode !== null) continue;
-    const children = spawnSync('pgrep', ['-P', String(up.child.pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+    const children = spawnSync('pgrep', ['-P', String(up.child.pid)], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter(Boolean)
+      .map(Number);
     up.child.kill('SIGKILL');
     for (const pid of children) process.kill(pid, 'SIGKILL');
   }
@@ -60,12 +63,28 @@ async function startUp(dataDir: string, extra: string[]): Promise<Up> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [cliPath, 'up', '--port', String(port), '--data-dir', dataDir, '--jobs', jobsModule, '--lease-ttl', '60s', '--backoff', '60s', '--heartbeat-interval', '500ms', ...extra],
+    [
+      cliPath,
+      'up',
+      '--port',
+      String(port),
+      '--data-dir',
+      dataDir,
+      '--jobs',
+      jobsModule,
+      '--lease-ttl',
+      '60s',
+      '--backoff',
+      '60s',
+      '--heartbeat-interval',
+      '500ms',
+      ...extra,
+    ],
     { cwd: dir.path, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: Date.now() })));
   const up: Up = { child, url: `http://127.0.0.1:${port}`, output: () => output, exited };
   running.push(up);
@@ -113,10 +132,14 @@ describe('workers under planrun up: Fatal errors and stopping hand jobs back', (
     const client = api(up, dataDir);
     await waitFor('two workers in the fleet', async () => (await client.fleetSize()) === 2, 20_000);
     const id = await client.submit('gpu', {});
-    const view = await waitFor('the job to finish', async () => {
-      const job = await client.job(id);
-      return job.state === 'finished' ? job : undefined;
-    }, 20_000);
+    const view = await waitFor(
+      'the job to finish',
+      async () => {
+        const job = await client.job(id);
+        return job.state === 'finished' ? job : undefined;
+      },
+      20_000,
+    );
     assert.equal(view.attempt, 2);
     assert.deepEqual(
       view.attempts.map((a) => [a.attempt, a.outcome, a.error?.class, a.error?.code]),
@@ -140,13 +163,20 @@ describe('workers under planrun up: Fatal errors and stopping hand jobs back', (
     assert.ok(exit.at - signalled < 10_000, `up took ${exit.at - signalled} ms to stop`);
     const stopped = await ledgerJob(dataDir, id);
     assert.deepEqual([stopped.job?.state, stopped.job?.attempt], ['queued', 2], 'handed back: attempt 2 is due now');
-    assert.deepEqual(stopped.attempts.map((a) => [a.outcome, a.error?.code]), [['released', 'worker_stopped']]);
+    assert.deepEqual(
+      stopped.attempts.map((a) => [a.outcome, a.error?.code]),
+      [['released', 'worker_stopped']],
+    );
 
     const again = await startUp(dataDir, ['--workers', '1', '--slots', '1']);
-    const view = await waitFor('the job to finish after the restart', async () => {
-      const job = await api(again, dataDir).job(id);
-      return job.state === 'finished' ? job : undefined;
-    }, 20_000);
+    const view = await waitFor(
+      'the job to finish after the restart',
+      async () => {
+        const job = await api(again, dataDir).job(id);
+        return job.state === 'finished' ? job : undefined;
+      },
+      20_000,
+    );
     assert.equal(view.attempt, 2);
     again.child.kill('SIGINT');
     await again.exited;

@@ -59,24 +59,45 @@ for (const { broker, ledger } of setups) {
 
     it('starts the API and workers in a fresh folder; submit --wait finishes a transcode with the saved key', async () => {
       const port = await freePort();
-      const args = [cliPath, 'up', '--port', String(port), '--workers', '2', '--slots', '1', '--heartbeat-interval', '500ms', '--lease-ttl', '3s',
+      const args = [
+        cliPath,
+        'up',
+        '--port',
+        String(port),
+        '--workers',
+        '2',
+        '--slots',
+        '1',
+        '--heartbeat-interval',
+        '500ms',
+        '--lease-ttl',
+        '3s',
         ...(broker === 'rabbitmq' ? ['--amqp', rabbitMqUrl, '--prefix', `up${port}`] : []),
-        ...(ledger === 'postgres' ? ['--ledger', `${postgresUrl}?schema=${schema}`] : [])];
+        ...(ledger === 'postgres' ? ['--ledger', `${postgresUrl}?schema=${schema}`] : []),
+      ];
       const child = spawn(process.execPath, args, { cwd: dir.path, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
-      child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
       up = { child, url: `http://127.0.0.1:${port}`, dir: dir.path, output: () => output };
       await waitFor('planrun up to print its banner', () => output.includes('planrun is up'), 20_000);
       const key = readFileSync(join(dir.path, '.planrun', 'local-key'), 'utf8').trim();
       assert.match(output, new RegExp(`key\\s+${key}`));
-      await waitFor('two workers in the fleet', async () => {
-        const fleet = await fetch(`${up!.url}/v1/fleet`, { headers: { authorization: `Bearer ${key}` } });
-        return ((await fleet.json()) as { workers: unknown[] }).workers.length === 2;
-      }, 20_000);
+      await waitFor(
+        'two workers in the fleet',
+        async () => {
+          const fleet = await fetch(`${up!.url}/v1/fleet`, { headers: { authorization: `Bearer ${key}` } });
+          return ((await fleet.json()) as { workers: unknown[] }).workers.length === 2;
+        },
+        20_000,
+      );
 
       // The console is for people: normal events at info, one readable line each, no JSON.
-      await waitFor('both workers to say they are ready', () => (output.match(/^\d\d:\d\d:\d\d {2}INFO {3}worker \d+ {2}worker ready {2}worker=\S+$/gm) ?? []).length === 2, 20_000);
+      await waitFor(
+        'both workers to say they are ready',
+        () => (output.match(/^\d\d:\d\d:\d\d {2}INFO {3}worker \d+ {2}worker ready {2}worker=\S+$/gm) ?? []).length === 2,
+        20_000,
+      );
       assert.doesNotMatch(output, /^\{/m);
 
       const submitted = cli(dir.path, up.url, 'submit', 'transcode', '--input', '{"durationSeconds":1}', '--wait');
@@ -92,24 +113,36 @@ for (const { broker, ledger } of setups) {
       const submitted = cli(up.dir, up.url, 'submit', 'sleep', '--input', '{"ms":4000}');
       assert.equal(submitted.status, 0, submitted.stderr);
       const id = submitted.stdout.trim().split('\n').pop()!;
-      const running = await waitFor('the job to be running', () => {
-        const status = cli(up!.dir, up!.url, 'status', id, '--json');
-        const job = JSON.parse(status.stdout) as { state: string; attempts: Array<{ worker: string }> };
-        return job.state === 'running' ? job : undefined;
-      }, 20_000);
+      const running = await waitFor(
+        'the job to be running',
+        () => {
+          const status = cli(up!.dir, up!.url, 'status', id, '--json');
+          const job = JSON.parse(status.stdout) as { state: string; attempts: Array<{ worker: string }> };
+          return job.state === 'running' ? job : undefined;
+        },
+        20_000,
+      );
       // Worker ids are <host>-<pid>-<random>: the pid says which process to kill.
       const victim = Number(running.attempts[0]!.worker.split('-').at(-2));
       assert.ok(workersBefore.includes(victim), `worker ${victim} is one of ${workersBefore.join(', ')}`);
       process.kill(victim, 'SIGKILL');
-      await waitFor('the supervisor to start a new worker', () => {
-        const now = childPids(up!.child.pid!);
-        return now.length === 2 && !now.includes(victim);
-      }, 20_000);
+      await waitFor(
+        'the supervisor to start a new worker',
+        () => {
+          const now = childPids(up!.child.pid!);
+          return now.length === 2 && !now.includes(victim);
+        },
+        20_000,
+      );
       const waited = cli(up.dir, up.url, 'status', id, '--json');
-      const finalJob = await waitFor('the job to finish', () => {
-        const job = JSON.parse(cli(up!.dir, up!.url, 'status', id, '--json').stdout) as { state: string; attempt: number };
-        return job.state === 'finished' ? job : undefined;
-      }, 30_000);
+      const finalJob = await waitFor(
+        'the job to finish',
+        () => {
+          const job = JSON.parse(cli(up!.dir, up!.url, 'status', id, '--json').stdout) as { state: string; attempt: number };
+          return job.state === 'finished' ? job : undefined;
+        },
+        30_000,
+      );
       assert.equal(waited.status, 0);
       assert.equal(finalJob.attempt, 2);
     });

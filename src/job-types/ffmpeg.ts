@@ -31,8 +31,7 @@ export interface LocateFfmpegOptions {
 }
 
 /** Where each source is looked at, in order, for error messages. */
-export const FFMPEG_SEARCH_ORDER =
-  'the PLANRUN_FFMPEG environment variable, then the npm package @ffmpeg-installer/ffmpeg, then "ffmpeg" on PATH';
+export const FFMPEG_SEARCH_ORDER = 'the PLANRUN_FFMPEG environment variable, then the npm package @ffmpeg-installer/ffmpeg, then "ffmpeg" on PATH';
 
 const FFMPEG_BINARY = process.platform === 'win32' ? 'ffmpeg.exe' : 'ffmpeg';
 

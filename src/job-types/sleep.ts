@@ -76,7 +76,7 @@ async function writeOutput(ctx: JobContext, bytes: number, signal: AbortSignal |
   const chunk = Buffer.alloc(Math.min(bytes, WRITE_CHUNK_BYTES), 'planrun\n');
   const file = await open(path.join(ctx.scratchDir, SLEEP_OUTPUT_FILE), 'w');
   try {
-    for (let written = 0; written < bytes; ) {
+    for (let written = 0; written < bytes;) {
       signal?.throwIfAborted();
       const { bytesWritten } = await file.write(chunk, 0, Math.min(chunk.length, bytes - written));
       written += bytesWritten;

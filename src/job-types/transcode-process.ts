@@ -91,7 +91,7 @@ export async function runFfmpeg(options: RunFfmpegOptions): Promise<FfmpegExit> 
       finished = true;
       running.delete(child);
       signal.removeEventListener('abort', onAbort);
-      if (signal.aborted) return reject(signal.reason);
+      if (signal.aborted) return reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
       if (spawnError !== undefined && child.pid === undefined) return reject(spawnFailure(ffmpeg, spawnError));
       resolve({ code, signal: exitSignal, stderr });
     }
@@ -107,8 +107,7 @@ let setprivChecked: boolean | undefined;
 function setprivWorks(): boolean {
   if (setprivChecked === undefined) {
     setprivChecked =
-      process.platform === 'linux' &&
-      spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true'], { stdio: 'ignore', timeout: 5000 }).status === 0;
+      process.platform === 'linux' && spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true'], { stdio: 'ignore', timeout: 5000 }).status === 0;
   }
   return setprivChecked;
 }
@@ -219,7 +218,7 @@ export function classifyFfmpegFailure(exit: FfmpegExit, what: string): JobError 
   const complaint = complaintOf(exit.stderr);
   const all = exit.stderr.map((line) => line.text).join('\n');
   if (exit.signal !== null || (exit.code === 255 && /received signal \d+/i.test(all))) {
-    const by = exit.signal ?? (/received signal (\d+)/i.exec(all)?.[0] ?? 'a signal');
+    const by = exit.signal ?? /received signal (\d+)/i.exec(all)?.[0] ?? 'a signal';
     return new TransientError('ffmpeg_killed', `transcode: FFmpeg was killed (${by}) during ${what}`);
   }
   if (DISK_FULL.test(all)) return new TransientError('disk_full', `transcode: FFmpeg ran out of disk space during ${what}: ${complaint}`);
@@ -233,8 +232,7 @@ export function classifyFfmpegFailure(exit: FfmpegExit, what: string): JobError 
 export function ffmpegMissing(why: string): FatalError {
   return new FatalError(
     'ffmpeg_missing',
-    `transcode: FFmpeg is missing on this worker: ${why} (looked for ${FFMPEG_SEARCH_ORDER}); ` +
-      'a worker that offers the "ffmpeg" capability needs it',
+    `transcode: FFmpeg is missing on this worker: ${why} (looked for ${FFMPEG_SEARCH_ORDER}); ` + 'a worker that offers the "ffmpeg" capability needs it',
   );
 }
 

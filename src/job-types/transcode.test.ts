@@ -223,9 +223,13 @@ describe('transcode fails', () => {
     test(`permanently, with FFmpeg's complaint, on a filter it refuses: ${filter}`, async () => {
       let scratchDir = '';
       await assert.rejects(
-        runDirectly(transcode.run, { durationSeconds: 1, filter, renditions: [{ name: 'r', height: 32 }] }, {
-          prepare: async (dir) => void (scratchDir = dir),
-        }),
+        runDirectly(
+          transcode.run,
+          { durationSeconds: 1, filter, renditions: [{ name: 'r', height: 32 }] },
+          {
+            prepare: async (dir) => void (scratchDir = dir),
+          },
+        ),
         (error: Error & { errorClass?: string; code?: string }) => {
           assert.equal(error.errorClass, 'permanent');
           assert.equal(error.code, 'ffmpeg_rejected');
@@ -261,7 +265,15 @@ describe('transcode fails', () => {
       [{ renditions: [{ name: 'a', height: 72, format: 'avi' }] }, /renditions\[0\]\.format/],
       [{ renditions: [{ name: 'a', height: 72, videoBitrate: 'fast' }] }, /renditions\[0\]\.videoBitrate/],
       [{ renditions: [{ name: 'a', height: 72, codec: 'x' }] }, /renditions\[0\] has an unknown field "codec"/],
-      [{ renditions: [{ name: 'a', height: 72 }, { name: 'a', height: 48 }] }, /renditions\[1\]\.name "a" is used/],
+      [
+        {
+          renditions: [
+            { name: 'a', height: 72 },
+            { name: 'a', height: 48 },
+          ],
+        },
+        /renditions\[1\]\.name "a" is used/,
+      ],
       [{ durationSeconds: 0 }, /durationSeconds/],
       [{ durationSeconds: '5' }, /durationSeconds/],
       [{ filter: '' }, /filter/],
@@ -280,9 +292,13 @@ describe('transcode fails', () => {
   test('transiently when the disk is full', async () => {
     // The output file is a link to /dev/full, where every write fails with ENOSPC.
     await assert.rejects(
-      runDirectly(transcode.run, { durationSeconds: 0.5, renditions: [{ name: 'full', height: 32 }] }, {
-        prepare: (dir) => symlink('/dev/full', path.join(dir, 'full.mp4')),
-      }),
+      runDirectly(
+        transcode.run,
+        { durationSeconds: 0.5, renditions: [{ name: 'full', height: 32 }] },
+        {
+          prepare: (dir) => symlink('/dev/full', path.join(dir, 'full.mp4')),
+        },
+      ),
       { errorClass: 'transient', code: 'disk_full', message: /No space left on device/ },
     );
   });
@@ -291,14 +307,18 @@ describe('transcode fails', () => {
     test(`transiently when FFmpeg is killed by someone else (${killSignal})`, async () => {
       let killed: number | undefined;
       await assert.rejects(
-        runDirectly(transcode.run, { durationSeconds: 30, filter: 'realtime', renditions: [{ name: 'r', height: 16 }] }, {
-          onProgress: ({ fraction }) => {
-            if (fraction === 0 || killed !== undefined) return;
-            [killed] = ffmpegChildrenOf(process.pid);
-            assert.ok(killed, 'FFmpeg runs as a child of this process');
-            process.kill(killed, killSignal);
+        runDirectly(
+          transcode.run,
+          { durationSeconds: 30, filter: 'realtime', renditions: [{ name: 'r', height: 16 }] },
+          {
+            onProgress: ({ fraction }) => {
+              if (fraction === 0 || killed !== undefined) return;
+              [killed] = ffmpegChildrenOf(process.pid);
+              assert.ok(killed, 'FFmpeg runs as a child of this process');
+              process.kill(killed, killSignal);
+            },
           },
-        }),
+        ),
         { errorClass: 'transient', code: 'ffmpeg_killed' },
       );
       assert.ok(killed !== undefined && !isRunning(killed));
@@ -328,16 +348,20 @@ describe('transcode aborted', () => {
     let scratchDir = '';
     let abortedAt = 0;
     await assert.rejects(
-      runDirectly(transcode.run, { durationSeconds: 30, filter: 'realtime', renditions: [{ name: 'r', height: 16 }] }, {
-        signal: controller.signal,
-        prepare: async (dir) => void (scratchDir = dir),
-        onProgress: ({ fraction }) => {
-          if (fraction === 0 || controller.signal.aborted) return;
-          seen = ffmpegChildrenOf(process.pid);
-          abortedAt = Date.now();
-          controller.abort(reason);
+      runDirectly(
+        transcode.run,
+        { durationSeconds: 30, filter: 'realtime', renditions: [{ name: 'r', height: 16 }] },
+        {
+          signal: controller.signal,
+          prepare: async (dir) => void (scratchDir = dir),
+          onProgress: ({ fraction }) => {
+            if (fraction === 0 || controller.signal.aborted) return;
+            seen = ffmpegChildrenOf(process.pid);
+            abortedAt = Date.now();
+            controller.abort(reason);
+          },
         },
-      }),
+      ),
       (error) => error === reason,
     );
     assert.ok(Date.now() - abortedAt < 1000, `took ${Date.now() - abortedAt} ms to stop`);
@@ -451,7 +475,7 @@ describe('reading FFmpeg', () => {
     assert.equal(classify(255, null, '[info] Exiting normally, received signal 15.').code, 'ffmpeg_killed');
     assert.equal(classify(1, null, '[error] av_interleaved_write_frame(): No space left on device').code, 'disk_full');
     assert.equal(classify(1, null, '[error] Error writing trailer: Input/output error').code, 'ffmpeg_io_error');
-    assert.equal(classify(127, null, "setpriv: failed to execute /x/ffmpeg: No such file or directory").errorClass, 'fatal');
+    assert.equal(classify(127, null, 'setpriv: failed to execute /x/ffmpeg: No such file or directory').errorClass, 'fatal');
     assert.equal(classify(1, null, '').message, 'transcode: FFmpeg refused rendition "r" (exit code 1): FFmpeg said nothing about why');
   });
 });

@@ -4,14 +4,7 @@ import { PermanentError, TransientError } from '../core/errors.js';
 import { defineJobType, type JobContext, type JobRunResult } from '../worker/runner/job-type.js';
 import { locateFfmpeg } from './ffmpeg.js';
 import { DEFAULT_GENERATED_SECONDS, parseTranscodeInput, type Rendition, type TranscodeInput } from './transcode-input.js';
-import {
-  classifyFfmpegFailure,
-  fileArgument,
-  ffmpegMissing,
-  probeMedia,
-  runFfmpeg,
-  type MediaInfo,
-} from './transcode-process.js';
+import { classifyFfmpegFailure, fileArgument, ffmpegMissing, probeMedia, runFfmpeg, type MediaInfo } from './transcode-process.js';
 
 /**
  * `transcode`: makes renditions of a video with real FFmpeg, one output file each, with
@@ -155,9 +148,18 @@ function generatedSource(input: TranscodeInput): SourcePlan {
     label: GENERATED_SOURCE,
     durationSeconds: seconds,
     inputArgs: [
-      '-f', 'lavfi', '-i', `testsrc=size=${width}x${height}:rate=${GENERATED_FPS}:duration=${seconds}`,
-      '-f', 'lavfi', '-i', `sine=frequency=${TONE_HZ}:sample_rate=48000:duration=${seconds}`,
-      '-map', '0:v:0', '-map', '1:a:0',
+      '-f',
+      'lavfi',
+      '-i',
+      `testsrc=size=${width}x${height}:rate=${GENERATED_FPS}:duration=${seconds}`,
+      '-f',
+      'lavfi',
+      '-i',
+      `sine=frequency=${TONE_HZ}:sample_rate=48000:duration=${seconds}`,
+      '-map',
+      '0:v:0',
+      '-map',
+      '1:a:0',
     ],
   };
 }
@@ -180,11 +182,7 @@ async function fileSource(ffmpeg: string, file: string, input: TranscodeInput, s
   return {
     label: file,
     durationSeconds: limit === undefined ? known : known === undefined ? limit : Math.min(limit, known),
-    inputArgs: [
-      '-i', fileArgument(file),
-      '-map', '0:v:0', '-map', '0:a:0?',
-      ...(limit === undefined ? [] : ['-t', String(limit)]),
-    ],
+    inputArgs: ['-i', fileArgument(file), '-map', '0:v:0', '-map', '0:a:0?', ...(limit === undefined ? [] : ['-t', String(limit)])],
   };
 }
 
@@ -202,11 +200,16 @@ async function render(
   const videoFilter = [filter, `scale=-2:${rendition.height}`, 'setsar=1'].filter((part) => part !== undefined).join(',');
   const args = [
     ...source.inputArgs,
-    '-vf', videoFilter,
+    '-vf',
+    videoFilter,
     ...codecArgs(rendition),
-    '-f', rendition.format,
-    '-progress', 'pipe:1', '-nostats',
-    '-y', fileArgument(outputPath),
+    '-f',
+    rendition.format,
+    '-progress',
+    'pipe:1',
+    '-nostats',
+    '-y',
+    fileArgument(outputPath),
   ];
   try {
     const exit = await runFfmpeg({ ffmpeg, args, signal: ctx.signal, onProgress, cwd: ctx.scratchDir });
@@ -235,15 +238,36 @@ function codecArgs(rendition: Rendition): string[] {
   const bitrate = rendition.videoBitrate;
   if (rendition.format === 'webm') {
     return [
-      '-c:v', 'libvpx-vp9', '-deadline', 'realtime', '-cpu-used', '8', '-row-mt', '1', '-pix_fmt', 'yuv420p',
+      '-c:v',
+      'libvpx-vp9',
+      '-deadline',
+      'realtime',
+      '-cpu-used',
+      '8',
+      '-row-mt',
+      '1',
+      '-pix_fmt',
+      'yuv420p',
       ...(bitrate === undefined ? ['-crf', '33', '-b:v', '0'] : ['-b:v', String(bitrate)]),
-      '-c:a', 'libopus', '-b:a', '96k',
+      '-c:a',
+      'libopus',
+      '-b:a',
+      '96k',
     ];
   }
   return [
-    '-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p',
+    '-c:v',
+    'libx264',
+    '-preset',
+    'veryfast',
+    '-pix_fmt',
+    'yuv420p',
     ...(bitrate === undefined ? ['-crf', '23'] : ['-b:v', String(bitrate), '-maxrate', String(bitrate), '-bufsize', String(2 * bitrate)]),
-    '-c:a', 'aac', '-b:a', '96k',
-    '-movflags', '+faststart',
+    '-c:a',
+    'aac',
+    '-b:a',
+    '96k',
+    '-movflags',
+    '+faststart',
   ];
 }

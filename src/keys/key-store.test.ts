@@ -65,7 +65,10 @@ describe('the key store', () => {
       assert.equal(store.revoke(revoked.id), false);
       assert.equal(store.tenantOf(revoked.key), undefined);
       assert.equal(store.tenantOf(kept.key), 'acme');
-      assert.deepEqual(store.list().map((k) => k.id), [kept.id]);
+      assert.deepEqual(
+        store.list().map((k) => k.id),
+        [kept.id],
+      );
     }));
 
   it('refuses tenant names that could not be a routing-key word', () =>

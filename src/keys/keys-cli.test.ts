@@ -76,7 +76,10 @@ describe('planrun keys', () => {
   it('list and revoke refuse a folder with no planrun data, and create nothing; create says it makes a new key store', async () => {
     const dir = tempDir('planrun-keys-cli-');
     try {
-      for (const args of [['keys', 'list'], ['keys', 'revoke', 'abc']]) {
+      for (const args of [
+        ['keys', 'list'],
+        ['keys', 'revoke', 'abc'],
+      ]) {
         const refused = await run(...args, '--data-dir', dir.path);
         assert.equal(refused.code, 2, args.join(' '));
         assert.equal(refused.stderr, `planrun: no planrun data in ${dir.path} (use --data-dir)\n`);

@@ -169,9 +169,7 @@ export const GrantRefusal = {
 } as const;
 export type GrantRefusal = (typeof GrantRefusal)[keyof typeof GrantRefusal];
 
-export type GrantLeaseResult =
-  | { granted: true; job: Job; token: string; deadline: number }
-  | { granted: false; reason: GrantRefusal; job?: Job };
+export type GrantLeaseResult = { granted: true; job: Job; token: string; deadline: number } | { granted: false; reason: GrantRefusal; job?: Job };
 
 export interface RenewLeasesParams {
   worker: string;
@@ -205,26 +203,21 @@ export interface RecordProgressParams extends LeaseRef {
   message?: string;
 }
 
-export type SettleOutcome =
-  | { kind: 'finished'; result: JobResult }
-  | { kind: 'failed'; error: SerializedError };
+export type SettleOutcome = { kind: 'finished'; result: JobResult } | { kind: 'failed'; error: SerializedError };
 
 export interface SettleParams extends LeaseRef {
   outcome: SettleOutcome;
 }
 
 export type SettleResult =
-  | { accepted: true; job: Job; transition: 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running' }
-  | { accepted: false; reason: LeaseLoss };
+  { accepted: true; job: Job; transition: 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running' } | { accepted: false; reason: LeaseLoss };
 
 export interface ReleaseParams extends LeaseRef {
   /** Why the worker hands the lease back, recorded on the attempt. */
   error: SerializedError;
 }
 
-export type ReleaseResult =
-  | { accepted: true; job: Job; transition: 'release' | 'exhaust' | 'cancel_running' }
-  | { accepted: false; reason: LeaseLoss };
+export type ReleaseResult = { accepted: true; job: Job; transition: 'release' | 'exhaust' | 'cancel_running' } | { accepted: false; reason: LeaseLoss };
 
 export interface CancelParams {
   jobId: string;
@@ -232,9 +225,7 @@ export interface CancelParams {
 }
 
 export type CancelResult =
-  | { outcome: 'cancelled'; job: Job }
-  | { outcome: 'cancel_requested'; job: Job }
-  | { outcome: 'refused'; reason: 'unknown_job' | 'ended'; job?: Job };
+  { outcome: 'cancelled'; job: Job } | { outcome: 'cancel_requested'; job: Job } | { outcome: 'refused'; reason: 'unknown_job' | 'ended'; job?: Job };
 
 export interface RejectParams {
   jobId: string;

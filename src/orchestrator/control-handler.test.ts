@@ -35,17 +35,31 @@ describe('the control handler addresses a job by (id, tenant)', () => {
     assert.ok(right.op === 'lease' && right.granted);
     const ref = { jobId: job.id, attempt: 1, token: right.token };
     const outcome = { kind: 'finished' as const, result: {} };
-    assert.deepEqual(await handler.handle({ op: 'fence', ...ref, tenant: 'other' }), { op: 'fence', jobId: job.id, attempt: 1, live: false, reason: 'unknown_job' });
+    assert.deepEqual(await handler.handle({ op: 'fence', ...ref, tenant: 'other' }), {
+      op: 'fence',
+      jobId: job.id,
+      attempt: 1,
+      live: false,
+      reason: 'unknown_job',
+    });
     assert.deepEqual(await handler.handle({ op: 'progress', ...ref, tenant: 'other', fraction: 0.5 }), {
-      op: 'progress', jobId: job.id, attempt: 1, accepted: false, reason: 'unknown_job',
+      op: 'progress',
+      jobId: job.id,
+      attempt: 1,
+      accepted: false,
+      reason: 'unknown_job',
     });
     assert.deepEqual(await handler.handle({ op: 'settle', ...ref, tenant: 'other', outcome }), {
-      op: 'settle', jobId: job.id, attempt: 1, accepted: false, reason: 'unknown_job',
+      op: 'settle',
+      jobId: job.id,
+      attempt: 1,
+      accepted: false,
+      reason: 'unknown_job',
     });
     assert.equal((await ledger.getJob(job.id))?.state, 'running');
   });
 
-  it("a lease is given again to the process that holds it (same worker, same secret), and to nobody else who names that worker", async () => {
+  it('a lease is given again to the process that holds it (same worker, same secret), and to nobody else who names that worker', async () => {
     const { job } = await ledger.submit({ tenant: 'acme', type: 'probe', input: {} });
     const lease = { op: 'lease', jobId: job.id, attempt: 1, tenant: 'acme', worker: 'w1' } as const;
     const first = await handler.handle({ ...lease, secret });

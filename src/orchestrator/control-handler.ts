@@ -101,7 +101,11 @@ export class ControlHandler {
       running: request.leases.length,
     };
     if (!this.fleet.record(report, proofOf(request.secret))) {
-      return { op: 'error', code: ControlErrorCode.workerConflict, message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process` };
+      return {
+        op: 'error',
+        code: ControlErrorCode.workerConflict,
+        message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process`,
+      };
     }
     const result = await this.ledger.renewLeases({
       worker: request.worker,
@@ -128,9 +132,7 @@ export class ControlHandler {
     const { jobId, attempt } = request;
     if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'progress', jobId, attempt, accepted: false, reason: 'unknown_job' };
     const result = await this.ledger.recordProgress(request);
-    return result.accepted
-      ? { op: 'progress', jobId, attempt, accepted: true }
-      : { op: 'progress', jobId, attempt, accepted: false, reason: result.reason };
+    return result.accepted ? { op: 'progress', jobId, attempt, accepted: true } : { op: 'progress', jobId, attempt, accepted: false, reason: result.reason };
   }
 
   private async settle(request: Extract<ControlRequest, { op: 'settle' }>): Promise<SettleReply> {

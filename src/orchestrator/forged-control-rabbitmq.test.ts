@@ -54,7 +54,14 @@ describe('forged control requests on RabbitMQ', () => {
       const asProbed = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: holder });
       assert.equal(asProbed.op, 'error');
       // With a secret of its own making.
-      const withSecret = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: holder, secret: secretOfNobody });
+      const withSecret = await forgeControlRequest(outsider, harness.topology, {
+        op: 'lease',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't1',
+        worker: holder,
+        secret: secretOfNobody,
+      });
       assert.deepEqual(withSecret, { op: 'lease', jobId: job.id, attempt: 1, granted: false, reason: 'already_running' });
       assert.ok(!JSON.stringify([asProbed, withSecret]).includes(job.leaseToken!), 'the live token is never sent to anyone but its holder');
 
@@ -132,11 +139,23 @@ describe('forged control requests on RabbitMQ', () => {
     it("a lease request from 'evil' for a queued job without the key is refused and learns nothing of the input", async () => {
       // Recorded straight in the ledger, so no worker takes it first.
       const { job } = await harness.ledger.submit({ tenant: 't1', type: 'not-consumed', input: { secret: 'the input' } });
-      const answer = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: 'evil', secret: secretOfNobody });
+      const answer = await forgeControlRequest(outsider, harness.topology, {
+        op: 'lease',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't1',
+        worker: 'evil',
+        secret: secretOfNobody,
+      });
       assert.equal((answer as { code?: string }).code, 'unauthorized');
       assert.ok(!JSON.stringify(answer).includes('the input'));
       assert.equal((await harness.ledger.getJob(job.id))?.state, 'queued');
-      const wrongKey = await forgeControlRequest(outsider, harness.topology, { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: 'evil', secret: secretOfNobody }, { fleetKey: 'a-guess' });
+      const wrongKey = await forgeControlRequest(
+        outsider,
+        harness.topology,
+        { op: 'lease', jobId: job.id, attempt: 1, tenant: 't1', worker: 'evil', secret: secretOfNobody },
+        { fleetKey: 'a-guess' },
+      );
       assert.equal((wrongKey as { code?: string }).code, 'unauthorized');
     });
 

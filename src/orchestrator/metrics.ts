@@ -82,8 +82,18 @@ export class OrchestratorMetrics {
       labelNames: ['type'],
       registers: [this.registry],
     });
-    this.retries = new Counter({ name: 'planrun_retries_total', help: 'Attempts scheduled after a failed or expired one', labelNames: ['type'], registers: [this.registry] });
-    this.exhausted = new Counter({ name: 'planrun_exhausted_total', help: 'Jobs that used up every attempt', labelNames: ['type'], registers: [this.registry] });
+    this.retries = new Counter({
+      name: 'planrun_retries_total',
+      help: 'Attempts scheduled after a failed or expired one',
+      labelNames: ['type'],
+      registers: [this.registry],
+    });
+    this.exhausted = new Counter({
+      name: 'planrun_exhausted_total',
+      help: 'Jobs that used up every attempt',
+      labelNames: ['type'],
+      registers: [this.registry],
+    });
     this.setAside = new Counter({
       name: 'planrun_outbox_set_aside_total',
       help: 'Outbox rows set aside because they can never be published (their work-message jobs fail as undeliverable)',

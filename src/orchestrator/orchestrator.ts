@@ -80,10 +80,15 @@ export class Orchestrator {
     const offered = (type: string) =>
       (options.declaredFleet?.jobTypes.includes(type) ?? false) || this.fleet.list().some((member) => member.jobTypes.includes(type));
     this.metrics = new OrchestratorMetrics(options.ledger, clock, new TypeLabels(offered, options.maxTypeLabels ?? defaultMaxTypeLabels));
-    this.control = new ControlHandler(options.ledger, this.fleet, { leaseTtlMs: options.leaseTtlMs }, {
-      granted: (job) => this.metrics.leaseGranted(job),
-      settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
-    });
+    this.control = new ControlHandler(
+      options.ledger,
+      this.fleet,
+      { leaseTtlMs: options.leaseTtlMs },
+      {
+        granted: (job) => this.metrics.leaseGranted(job),
+        settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
+      },
+    );
     const declared = options.declaredFleet ?? { jobTypes: [], capabilities: [] };
     this.relay = new OutboxRelay(
       options.ledger,
@@ -103,18 +108,24 @@ export class Orchestrator {
       },
     );
     this.submitConsumer = new SubmitConsumer(options.broker, this.topology, (params) => this.submit(params), options.logger.child({ part: 'submit-queue' }));
-    this.sweeper = new Sweeper(options.ledger, options.logger.child({ part: 'sweeper' }), options.sweepIntervalMs ?? 1000, (report) => {
-      this.relay.notify();
-      const expired = [
-        ...report.requeued.map(({ jobId }) => ({ jobId, outcome: 'requeued' as const })),
-        ...report.exhausted.map((jobId) => ({ jobId, outcome: 'exhausted' as const })),
-        ...report.cancelled.map((jobId) => ({ jobId, outcome: 'cancelled' as const })),
-      ];
-      for (const { jobId, outcome } of expired) {
-        this.events.emit({ jobId, kind: 'state' });
-        void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
-      }
-    }, () => this.fleet.typesWithFreeSlots());
+    this.sweeper = new Sweeper(
+      options.ledger,
+      options.logger.child({ part: 'sweeper' }),
+      options.sweepIntervalMs ?? 1000,
+      (report) => {
+        this.relay.notify();
+        const expired = [
+          ...report.requeued.map(({ jobId }) => ({ jobId, outcome: 'requeued' as const })),
+          ...report.exhausted.map((jobId) => ({ jobId, outcome: 'exhausted' as const })),
+          ...report.cancelled.map((jobId) => ({ jobId, outcome: 'cancelled' as const })),
+        ];
+        for (const { jobId, outcome } of expired) {
+          this.events.emit({ jobId, kind: 'state' });
+          void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
+        }
+      },
+      () => this.fleet.typesWithFreeSlots(),
+    );
   }
 
   async start(): Promise<void> {

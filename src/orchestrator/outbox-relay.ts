@@ -108,7 +108,8 @@ export class OutboxRelay {
 
   private async setAside(rows: Array<{ row: OutboxMessage; reason: string }>): Promise<void> {
     const { failedJobs } = await this.ledger.outboxSetAside(rows.map(({ row, reason }) => ({ id: row.id, reason })));
-    for (const { row, reason } of rows) this.logger.warn({ outboxId: row.id, kind: row.kind, jobId: row.jobId, reason }, 'outbox row set aside: it can never be published');
+    for (const { row, reason } of rows)
+      this.logger.warn({ outboxId: row.id, kind: row.kind, jobId: row.jobId, reason }, 'outbox row set aside: it can never be published');
     this.hooks.setAside(
       rows.map(({ row }) => row),
       failedJobs,
@@ -160,6 +161,7 @@ function undeliverableProblem(row: OutboxMessage): string | undefined {
   const { tenant, type } = row.body;
   const tenantProblem = tenantNameProblem(tenant);
   if (tenantProblem) return `its ${tenantProblem}, so it cannot name a queue or routing key`;
-  if (!isValidName(type)) return `its job type ${JSON.stringify(type.length > 80 ? `${type.slice(0, 80)}...` : type)} breaks the name rule, so it cannot name a queue or routing key`;
+  if (!isValidName(type))
+    return `its job type ${JSON.stringify(type.length > 80 ? `${type.slice(0, 80)}...` : type)} breaks the name rule, so it cannot name a queue or routing key`;
   return undefined;
 }

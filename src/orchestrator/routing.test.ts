@@ -35,7 +35,10 @@ describe('routing', () => {
   });
 
   it('names the capabilities a type lacks on every worker that has it but holds it back', () => {
-    const holds = (capabilities: string[], missing: string[]): FleetMember => ({ ...member(['sleep'], capabilities), heldBack: [{ type: 'thumbnail', missing }] });
+    const holds = (capabilities: string[], missing: string[]): FleetMember => ({
+      ...member(['sleep'], capabilities),
+      heldBack: [{ type: 'thumbnail', missing }],
+    });
     assert.equal(
       missingCapability({ type: 'thumbnail', requires: [] }, [holds([], ['imagemagick'])], none),
       'no worker of the fleet offers job type "thumbnail": the workers that have it lack capabilities it requires: missing "imagemagick"',

@@ -27,10 +27,7 @@ export function missingCapability(
   members: readonly FleetMember[],
   declared: DeclaredFleet,
 ): string | undefined {
-  const offers = [
-    ...members.map((m) => ({ jobTypes: m.jobTypes, capabilities: m.capabilities })),
-    ...(declared.jobTypes.length > 0 ? [declared] : []),
-  ];
+  const offers = [...members.map((m) => ({ jobTypes: m.jobTypes, capabilities: m.capabilities })), ...(declared.jobTypes.length > 0 ? [declared] : [])];
   if (offers.length === 0) return undefined;
   const ofType = offers.filter((offer) => offer.jobTypes.includes(job.type));
   if (ofType.length === 0) {

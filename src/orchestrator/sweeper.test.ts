@@ -101,10 +101,14 @@ describe('sweeper redispatch', () => {
       const app = broker.connect();
       await app.declareQueue(workQueue);
       const dropped: string[] = [];
-      const dropper = await app.consume(workQueue, (delivery) => {
-        dropped.push(String(delivery.messageId));
-        delivery.ack();
-      }, { prefetch: 10 });
+      const dropper = await app.consume(
+        workQueue,
+        (delivery) => {
+          dropped.push(String(delivery.messageId));
+          delivery.ack();
+        },
+        { prefetch: 10 },
+      );
       const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: { ms: 50, runLog: harness.runLog } });
       await waitFor('the work message to be taken', () => dropped.length > 0);
       // Many periods with no worker in the fleet: nothing is sent again.
@@ -115,7 +119,11 @@ describe('sweeper redispatch', () => {
       await harness.startWorker(broker.connect());
       const result = await waitFor('the result', () => harness.resultsFor(job.id)[0], 15_000);
       assert.equal(result.body.state, 'finished');
-      assert.deepEqual(harness.runs(job.id).map((run) => run.attempt), [1], 'attempt 1, run once');
+      assert.deepEqual(
+        harness.runs(job.id).map((run) => run.attempt),
+        [1],
+        'attempt 1, run once',
+      );
     } finally {
       await harness.close();
       await broker.close();

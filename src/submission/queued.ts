@@ -4,15 +4,7 @@
  * shape, then the tenant and the input.
  */
 import { Ajv } from 'ajv';
-import {
-  bodyTooLarge,
-  describeSchemaErrors,
-  inputProblem,
-  jsonTextProblem,
-  submissionLimits,
-  submissionProperties,
-  tenantNameProblem,
-} from './rules.js';
+import { bodyTooLarge, describeSchemaErrors, inputProblem, jsonTextProblem, submissionLimits, submissionProperties, tenantNameProblem } from './rules.js';
 
 /** A body on the submit queue: the HTTP body plus the tenant. */
 const queuedSubmissionSchema = {

@@ -40,7 +40,11 @@ const badBodies: Array<{ name: string; body: Record<string, unknown>; reason: st
   { name: 'a type of 65 characters', body: { type: 'a'.repeat(65), input: {} }, reason: typeRule },
   { name: 'maxAttempts 1e15', body: { type: 'checksum', input: {}, maxAttempts: 1e15 }, reason: 'body/maxAttempts must be <= 100' },
   { name: 'maxAttempts 0', body: { type: 'checksum', input: {}, maxAttempts: 0 }, reason: 'body/maxAttempts must be >= 1' },
-  { name: 'a capability with a dot', body: { type: 'checksum', input: {}, requires: ['gpu.big'] }, reason: `body/requires/0 must match pattern "${NAME_PATTERN}"` },
+  {
+    name: 'a capability with a dot',
+    body: { type: 'checksum', input: {}, requires: ['gpu.big'] },
+    reason: `body/requires/0 must match pattern "${NAME_PATTERN}"`,
+  },
   { name: 'an unknown field', body: { type: 'checksum', input: {}, priority: 9 }, reason: 'body must NOT have property "priority"' },
   {
     name: 'a 20 MB input',
@@ -57,7 +61,7 @@ const badBodies: Array<{ name: string; body: Record<string, unknown>; reason: st
 function toJson(body: Record<string, unknown>): string {
   const { input, ...rest } = body;
   let levels = 0;
-  for (let value = input; typeof value === 'object' && value !== null && 'a' in value; value = (value as { a: unknown }).a) levels++;
+  for (let value = input; typeof value === 'object' && value !== null && 'a' in value; value = value.a) levels++;
   const deep = levels > 1000 ? '{"a":'.repeat(levels) + '{}' + '}'.repeat(levels) : JSON.stringify(input);
   return JSON.stringify({ ...rest, input: '__INPUT__' }).replace('"__INPUT__"', deep);
 }
@@ -109,7 +113,7 @@ describe('bad submissions are refused alike over HTTP and on the submit queue (R
         payload: json,
       });
       assert.equal(response.statusCode, httpStatus, response.body.slice(0, 300));
-      assert.equal((response.json() as { error: { message: string } }).error.message, reason);
+      assert.equal(response.json<{ error: { message: string } }>().error.message, reason);
       assert.equal(await refusedOnQueue(`body-${index}`, toJson({ tenant: 'acme', ...body })), reason);
     });
   }

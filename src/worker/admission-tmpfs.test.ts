@@ -132,7 +132,10 @@ describe('admission on a real, tiny scratch volume (tmpfs, RabbitMQ)', () => {
       assert.equal(result.body.attempt, 1);
       assert.equal(leases(roomy.events, job.id).length, 1);
       assert.equal(leases(tiny.events, job.id).length, 0, 'the tiny volume never got the job');
-      assert.deepEqual(harness.runs(job.id).map((run) => run.attempt), [1]);
+      assert.deepEqual(
+        harness.runs(job.id).map((run) => run.attempt),
+        [1],
+      );
       assert.equal((await harness.ledger.getAttempts(job.id))[0]?.worker, roomy.worker.id);
     }));
 

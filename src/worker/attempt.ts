@@ -223,7 +223,14 @@ export class Attempt {
     this.lastProgressSentAt = now;
     context.events.emit({ type: 'progress', jobId: lease.jobId, attempt: lease.attempt, fraction });
     context.control
-      .progress({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, fraction, ...(message === undefined ? {} : { message }) })
+      .progress({
+        jobId: lease.jobId,
+        attempt: lease.attempt,
+        token: lease.token,
+        tenant: lease.tenant,
+        fraction,
+        ...(message === undefined ? {} : { message }),
+      })
       .then((reply) => {
         if (!reply.accepted) this.lose(reply.reason);
       })

@@ -219,7 +219,11 @@ describe('the cliff: a job longer than the consumer timeout (RabbitMQ, consumer 
     assert.equal(result.body.attempt, 1);
     assert.equal(harness.resultsFor(job.id).length, 1, 'one result message');
 
-    assert.deepEqual(harness.runs(job.id).map((run) => run.attempt), [1], 'one run');
+    assert.deepEqual(
+      harness.runs(job.id).map((run) => run.attempt),
+      [1],
+      'one run',
+    );
     const settled = await waitFor('the settle reply', () => worker.events.filter((e) => e.type === 'settled'));
     assert.deepEqual(
       settled.map((e) => e.type === 'settled' && { jobId: e.jobId, attempt: e.attempt, state: e.state }),
@@ -236,7 +240,10 @@ describe('the cliff: a job longer than the consumer timeout (RabbitMQ, consumer 
     assert.ok(ran >= jobMs, `the job really ran ${ran} ms, over three consumer timeouts`);
     assert.ok(Date.now() - submittedAt >= jobMs);
     // No planrun channel was closed by the broker while the job ran: ack-early holds nothing.
-    assert.deepEqual(brokerEvents.filter((e) => e.type === 'consumer_interrupted' || e.type === 'connection_lost'), []);
+    assert.deepEqual(
+      brokerEvents.filter((e) => e.type === 'consumer_interrupted' || e.type === 'connection_lost'),
+      [],
+    );
   });
 });
 

@@ -57,8 +57,14 @@ describe('control requests in batches', () => {
       ...jobs.map((job) => client.lease({ jobId: job.id, attempt: 1, tenant: job.tenant, worker: 'w1' })),
       client.lease({ jobId: jobs[0]!.id, attempt: 1, tenant: 'initech', worker: 'w1' }),
     ]);
-    assert.deepEqual(sent.map((m) => [m.op, m.requests?.length]), [['batch', 4]]);
-    assert.deepEqual(leases.map((l) => (l.granted ? 'granted' : l.reason)), ['granted', 'granted', 'granted', 'unknown_job']);
+    assert.deepEqual(
+      sent.map((m) => [m.op, m.requests?.length]),
+      [['batch', 4]],
+    );
+    assert.deepEqual(
+      leases.map((l) => (l.granted ? 'granted' : l.reason)),
+      ['granted', 'granted', 'granted', 'unknown_job'],
+    );
 
     sent.length = 0;
     const settles = await Promise.all(
@@ -68,8 +74,14 @@ describe('control requests in batches', () => {
         return client.settle({ jobId: job.id, attempt: 1, tenant: job.tenant, token: lease.token, outcome: { kind: 'finished', result: { data: i } } });
       }),
     );
-    assert.deepEqual(sent.map((m) => m.op), ['batch']);
-    assert.deepEqual(settles.map((s) => s.accepted && s.transition), ['finish', 'finish', 'finish']);
+    assert.deepEqual(
+      sent.map((m) => m.op),
+      ['batch'],
+    );
+    assert.deepEqual(
+      settles.map((s) => s.accepted && s.transition),
+      ['finish', 'finish', 'finish'],
+    );
     for (const [i, job] of jobs.entries()) {
       const stored = await ledger.getJob(job.id);
       assert.equal(stored?.state, 'finished');
@@ -82,7 +94,10 @@ describe('control requests in batches', () => {
     sent.length = 0;
     const lease = await client.lease({ jobId: job.id, attempt: 1, tenant: 'acme', worker: 'w1' });
     assert.ok(lease.granted);
-    assert.deepEqual(sent.map((m) => m.op), ['lease']);
+    assert.deepEqual(
+      sent.map((m) => m.op),
+      ['lease'],
+    );
   });
 
   it('refuses a bad request of a batch alone: the others are answered', async () => {
@@ -96,7 +111,11 @@ describe('control requests in batches', () => {
   });
 
   it('answers a malformed batch message with invalid_request', async () => {
-    for (const message of [{ op: 'batch', requests: [] }, { op: 'batch', requests: 'lease' }, { op: 'batch', requests: Array.from({ length: 129 }, () => ({})) }]) {
+    for (const message of [
+      { op: 'batch', requests: [] },
+      { op: 'batch', requests: 'lease' },
+      { op: 'batch', requests: Array.from({ length: 129 }, () => ({})) },
+    ]) {
       const answer = JSON.parse((await broker.request(topology.controlQueue, Buffer.from(JSON.stringify(message)), { timeoutMs: 2000 })).toString());
       assert.equal(answer.op, 'error');
       assert.equal(answer.code, 'invalid_request');
@@ -111,7 +130,10 @@ describe('control requests in batches', () => {
       silent.fence({ jobId: 'a', attempt: 1, tenant: 'acme', token: 't' }),
       silent.progress({ jobId: 'b', attempt: 1, tenant: 'acme', token: 't', fraction: 0.5 }),
     ]);
-    assert.deepEqual(outcomes.map((o) => o.status === 'rejected' && isBrokerError(o.reason, 'timeout')), [true, true]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status === 'rejected' && isBrokerError(o.reason, 'timeout')),
+      [true, true],
+    );
   });
 
   it('hands a lease granted after the caller gave up to onLateGrant; the other requests of its batch just time out', async () => {
@@ -132,13 +154,18 @@ describe('control requests in batches', () => {
     const order: string[] = [];
     const listening = new ControlClient(broker, topology, 100, 2000);
     const outcomes = await Promise.allSettled([
-      listening.lease({ jobId: 'j1', attempt: 1, tenant: 'acme', worker: 'w1' }, (reply) => {
-        order.push('late grant');
-        late.push(reply);
-      }).finally(() => order.push('lease told')),
+      listening
+        .lease({ jobId: 'j1', attempt: 1, tenant: 'acme', worker: 'w1' }, (reply) => {
+          order.push('late grant');
+          late.push(reply);
+        })
+        .finally(() => order.push('lease told')),
       listening.fence({ jobId: 'j2', attempt: 1, tenant: 'acme', token: 't' }).finally(() => order.push('fence told')),
     ]);
-    assert.deepEqual(outcomes.map((o) => o.status === 'rejected' && isBrokerError(o.reason, 'timeout')), [true, true]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status === 'rejected' && isBrokerError(o.reason, 'timeout')),
+      [true, true],
+    );
     await waitFor('the late grant', () => late.length === 1, 2000);
     assert.deepEqual(order, ['lease told', 'fence told', 'late grant'], 'both callers were told before the answer came');
     assert.deepEqual(late, [{ op: 'lease', jobId: 'j1', attempt: 1, granted: true, token: 't', ttlMs: 60_000, input: {}, requires: [] }]);
@@ -146,7 +173,10 @@ describe('control requests in batches', () => {
     // Without a late window, nobody listens after the timeout.
     const deaf = new ControlClient(broker, topology, 100);
     const missed: unknown[] = [];
-    await assert.rejects(deaf.lease({ jobId: 'j3', attempt: 1, tenant: 'acme', worker: 'w1' }, (reply) => missed.push(reply)), (error: unknown) => isBrokerError(error, 'timeout'));
+    await assert.rejects(
+      deaf.lease({ jobId: 'j3', attempt: 1, tenant: 'acme', worker: 'w1' }, (reply) => missed.push(reply)),
+      (error: unknown) => isBrokerError(error, 'timeout'),
+    );
     await new Promise((resolve) => setTimeout(resolve, 400));
     assert.deepEqual(missed, []);
   });

@@ -81,7 +81,10 @@ export class ControlClient {
     private readonly credentials: WorkerCredentials = { secret: newWorkerSecret() },
   ) {}
 
-  lease(request: Omit<Extract<ControlRequest, { op: 'lease' }>, 'op' | 'secret'>, onLateGrant?: (reply: LeaseReply & { granted: true }) => void): Promise<LeaseReply> {
+  lease(
+    request: Omit<Extract<ControlRequest, { op: 'lease' }>, 'op' | 'secret'>,
+    onLateGrant?: (reply: LeaseReply & { granted: true }) => void,
+  ): Promise<LeaseReply> {
     const late = onLateGrant
       ? (answer: ControlAnswer) => {
           if (answer.op === 'lease' && answer.granted && answer.jobId === request.jobId && answer.attempt === request.attempt) onLateGrant(answer);
@@ -173,7 +176,10 @@ export class ControlClient {
       }
       const answers = reply.op === 'batch' ? reply.answers : undefined;
       if (!answers || answers.length !== batch.length) {
-        throw new ControlError('mismatched_reply', `a batch of ${batch.length} requests was answered by a ${reply.op} reply${answers ? ` with ${answers.length} answers` : ''}`);
+        throw new ControlError(
+          'mismatched_reply',
+          `a batch of ${batch.length} requests was answered by a ${reply.op} reply${answers ? ` with ${answers.length} answers` : ''}`,
+        );
       }
       batch.forEach((pending, i) => answer(pending, answers[i]!));
     } catch (error) {

@@ -198,7 +198,10 @@ async function networkBlip(variant: Variant): Promise<void> {
     } else {
       const reason = variant === 'local deadline' ? 'local_deadline_passed' : 'ended';
       assert.deepEqual(aFinal, [{ type: 'abandoned', jobId: job.id, attempt: 1, reason }]);
-      assert.deepEqual(ofType(aEvents, 'lease_lost').map((e) => e.event.reason), [reason]);
+      assert.deepEqual(
+        ofType(aEvents, 'lease_lost').map((e) => e.event.reason),
+        [reason],
+      );
     }
     assert.equal(ofType(aEvents, 'output_stored').length, 0, 'A stored no output');
     assert.equal(ofType(aEvents, 'settled').length, 0, 'A settled nothing');
@@ -250,7 +253,10 @@ async function networkBlip(variant: Variant): Promise<void> {
     const bytes = readFileSync(attempt2Location);
     assert.deepEqual(bytes, Buffer.from(witnessB.output), "the stored bytes are B's");
     assert.notDeepEqual(bytes, Buffer.from(witnessA.output));
-    assert.deepEqual(harness.runs(job.id).map((run) => run.attempt), [1, 2]);
+    assert.deepEqual(
+      harness.runs(job.id).map((run) => run.attempt),
+      [1, 2],
+    );
   } finally {
     if (!existsSync(gate)) writeFileSync(gate, ''); // let a held child end, so the workers can stop
     proxy.heal();

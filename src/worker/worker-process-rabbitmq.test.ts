@@ -33,14 +33,22 @@ describe('planrun worker as a process, on RabbitMQ', () => {
 
   async function workerProcess(extra: string[] = []): Promise<WorkerProcess> {
     const started = await startWorkerProcess([
-      '--amqp', rabbitMqUrl,
-      '--prefix', harness.topology.prefix,
-      '--jobs', probeJobsModule,
-      '--slots', '1',
-      '--heartbeat-interval', '300ms',
-      '--control-timeout', '1s',
-      '--output-dir', harness.outputRoot,
-      '--scratch-dir', `${harness.dir.path}/scratch-process`,
+      '--amqp',
+      rabbitMqUrl,
+      '--prefix',
+      harness.topology.prefix,
+      '--jobs',
+      probeJobsModule,
+      '--slots',
+      '1',
+      '--heartbeat-interval',
+      '300ms',
+      '--control-timeout',
+      '1s',
+      '--output-dir',
+      harness.outputRoot,
+      '--scratch-dir',
+      `${harness.dir.path}/scratch-process`,
       ...extra,
     ]);
     processes.push(started);
@@ -62,9 +70,15 @@ describe('planrun worker as a process, on RabbitMQ', () => {
     const result = await waitFor('the result message', () => harness.resultsFor(job.id)[0], 15_000);
     assert.equal(result.body.state, 'finished');
     assert.equal(result.body.attempt, 2);
-    assert.deepEqual(harness.runs(job.id).map((r) => r.attempt), [1, 2]);
+    assert.deepEqual(
+      harness.runs(job.id).map((r) => r.attempt),
+      [1, 2],
+    );
     const attempts = await harness.ledger.getAttempts(job.id);
-    assert.deepEqual(attempts.map((a) => a.outcome), ['expired', 'finished']);
+    assert.deepEqual(
+      attempts.map((a) => a.outcome),
+      ['expired', 'finished'],
+    );
     assert.equal(harness.resultsFor(job.id).length, 1);
   });
 

@@ -89,7 +89,11 @@ export function apiBehaviour(name: string, makeConnections: () => Promise<Broker
         assert.equal(names[0], 'state', 'the current state comes first');
         assert.ok(names.includes('progress'), `progress events came: ${names.join(', ')}`);
         const progress = live.events.filter((e) => e.event === 'progress').map((e) => e.data.progress as number);
-        assert.deepEqual(progress, [...progress].sort((a, b) => a - b), 'progress only grows');
+        assert.deepEqual(
+          progress,
+          [...progress].sort((a, b) => a - b),
+          'progress only grows',
+        );
         const last = live.events[live.events.length - 1]!;
         assert.equal(last.event, 'state');
         assert.equal(last.data.state, 'finished');
@@ -125,9 +129,9 @@ export function apiBehaviour(name: string, makeConnections: () => Promise<Broker
         assert.notEqual(other.body.id, first.body.id);
         assert.equal(other.body.created, true);
         await waitFor('both jobs to finish', async () =>
-          (await Promise.all([first, other].map((s) => call(api.app, 'GET', `/v1/jobs/${s.body.id}`, { key: s === first ? api.acmeKey : api.globexKey })))).every(
-            (polled) => polled.body.state === 'finished',
-          ),
+          (
+            await Promise.all([first, other].map((s) => call(api.app, 'GET', `/v1/jobs/${s.body.id}`, { key: s === first ? api.acmeKey : api.globexKey })))
+          ).every((polled) => polled.body.state === 'finished'),
         );
         assert.equal(api.harness.runs(first.body.id).length, 1);
       }));

@@ -89,7 +89,12 @@ export interface Answer {
 }
 
 /** One request through fastify's inject, with `key` as the bearer token when given. */
-export async function call(app: FastifyInstance, method: InjectOptions['method'], url: string, options: { key?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
+export async function call(
+  app: FastifyInstance,
+  method: InjectOptions['method'],
+  url: string,
+  options: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
   const response = await app.inject({ method, url, headers, ...(options.body === undefined ? {} : { payload: options.body as InjectOptions['payload'] }) });

@@ -173,7 +173,7 @@ export function brokerConformance(name: string, createFixture: () => Promise<Bro
         for (const late of firstInbox.deliveries) late.ack(); // too late: ignored, not an error
       });
 
-      test("closing a connection requeues its unacknowledged messages", async (bed) => {
+      test('closing a connection requeues its unacknowledged messages', async (bed) => {
         const first = await bed.connect();
         const queue = await bed.queue(first);
         const firstInbox = new Inbox(false);
@@ -329,9 +329,7 @@ export function brokerConformance(name: string, createFixture: () => Promise<Bro
         });
 
         const replies = await Promise.all(
-          ['30', '1', '15'].map((delay) =>
-            client.request(queue, body(delay), { timeoutMs: 5000, headers: { tenant: `t${delay}` } }),
-          ),
+          ['30', '1', '15'].map((delay) => client.request(queue, body(delay), { timeoutMs: 5000, headers: { tenant: `t${delay}` } })),
         );
         assert.deepEqual(
           replies.map((reply) => reply.toString()),

@@ -12,15 +12,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { LedgerError } from '../../src/ledger/errors.js';
-import {
-  type Job,
-  type JobPage,
-  type Ledger,
-  type LedgerConfig,
-  type LeaseRef,
-  type ListJobsParams,
-  type SubmitParams,
-} from '../../src/ledger/ledger.js';
+import { type Job, type JobPage, type Ledger, type LedgerConfig, type LeaseRef, type ListJobsParams, type SubmitParams } from '../../src/ledger/ledger.js';
 import {
   assertResultBody,
   drainOutbox,
@@ -72,8 +64,7 @@ const ids = (jobs: readonly Job[]): string[] => jobs.map((j) => j.id).sort();
 const emptySweep = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 
 export function ledgerConformance(name: string, factory: LedgerFactory): void {
-  const run = <T>(body: (h: LedgerHarness) => Promise<T>, config: Partial<LedgerConfig> | undefined = testConfig) =>
-    withLedger(factory, config, body);
+  const run = <T>(body: (h: LedgerHarness) => Promise<T>, config: Partial<LedgerConfig> | undefined = testConfig) => withLedger(factory, config, body);
 
   /** Grants attempt 1, fails it transiently, waits out the backoff and grants attempt 2. */
   async function reachAttempt2(h: LedgerHarness, overrides: Partial<SubmitParams> = {}): Promise<{ first: Granted; second: Granted }> {
@@ -366,7 +357,11 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           expectGrantRefused(await ledger.grantLease({ jobId: g.job.id, attempt: 1, worker: 'w1', holderProof: proofOf('w1') }), 'already_running', 'expired');
           const h = await submitAndGrant(ledger, {}, 'w1');
           await ledger.cancel({ jobId: h.job.id });
-          expectGrantRefused(await ledger.grantLease({ jobId: h.job.id, attempt: 1, worker: 'w1', holderProof: proofOf('w1') }), 'already_running', 'cancel requested');
+          expectGrantRefused(
+            await ledger.grantLease({ jobId: h.job.id, attempt: 1, worker: 'w1', holderProof: proofOf('w1') }),
+            'already_running',
+            'cancel requested',
+          );
         }));
 
       it('a running attempt whose lease expired is still refused already_running until the sweeper moves it', () =>
@@ -727,25 +722,22 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
         }));
 
       it('with the default config: lease TTL 90 s, 3 attempts, transient backoff 2 s, 4 s, 8 s', () =>
-        run(
-          async ({ ledger, clock }) => {
-            assert.equal((await submitJob(ledger)).maxAttempts, 3);
-            const job = await submitJob(ledger, { maxAttempts: 4 });
-            const backoffs: number[] = [];
-            for (let attempt = 1; attempt <= 3; attempt++) {
-              const g = expectGranted(await ledger.grantLease({ jobId: job.id, attempt, worker: 'w1' }));
-              assert.equal(g.deadline, clock.now() + 90_000);
-              const res = await settleOk(ledger, { jobId: job.id, attempt, token: g.token }, failed(errors.transient), 'retry');
-              backoffs.push(res.job.notBefore - clock.now());
-              clock.set(res.job.notBefore);
-            }
-            assert.deepEqual(backoffs, [2_000, 4_000, 8_000]);
-            const last = expectGranted(await ledger.grantLease({ jobId: job.id, attempt: 4, worker: 'w1' }));
-            const res = await settleOk(ledger, { jobId: job.id, attempt: 4, token: last.token }, failed(errors.transient), 'exhaust');
-            assert.equal(res.job.failureReason, 'exhausted');
-          },
-          undefined,
-        ));
+        run(async ({ ledger, clock }) => {
+          assert.equal((await submitJob(ledger)).maxAttempts, 3);
+          const job = await submitJob(ledger, { maxAttempts: 4 });
+          const backoffs: number[] = [];
+          for (let attempt = 1; attempt <= 3; attempt++) {
+            const g = expectGranted(await ledger.grantLease({ jobId: job.id, attempt, worker: 'w1' }));
+            assert.equal(g.deadline, clock.now() + 90_000);
+            const res = await settleOk(ledger, { jobId: job.id, attempt, token: g.token }, failed(errors.transient), 'retry');
+            backoffs.push(res.job.notBefore - clock.now());
+            clock.set(res.job.notBefore);
+          }
+          assert.deepEqual(backoffs, [2_000, 4_000, 8_000]);
+          const last = expectGranted(await ledger.grantLease({ jobId: job.id, attempt: 4, worker: 'w1' }));
+          const res = await settleOk(ledger, { jobId: job.id, attempt: 4, token: last.token }, failed(errors.transient), 'exhaust');
+          assert.equal(res.job.failureReason, 'exhausted');
+        }, undefined));
 
       it('the backoff is capped at backoffMaxMs', () =>
         run(
@@ -846,7 +838,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const g1 = await submitAndGrant(ledger, {}, 'w1');
           clock.advance(TTL);
           const report = await ledger.sweep();
-          assert.deepEqual(report.requeued.map((r) => r.jobId), [g1.job.id]);
+          assert.deepEqual(
+            report.requeued.map((r) => r.jobId),
+            [g1.job.id],
+          );
           clock.advance(BASE);
           const g2 = await grant(ledger, g1.job.id, 'w2');
           await drainOutbox(ledger);
@@ -882,7 +877,11 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           }
           assert.deepEqual(await snapshot(ledger, [g.job.id]), before);
           assert.deepEqual(await drainOutbox(ledger), []);
-          assert.deepEqual((await ledger.sweep()).requeued.map((r) => r.jobId), [g.job.id], 'the sweeper still requeues it');
+          assert.deepEqual(
+            (await ledger.sweep()).requeued.map((r) => r.jobId),
+            [g.job.id],
+            'the sweeper still requeues it',
+          );
         }));
 
       it('a settle 1 ms before the lease deadline is accepted', () =>
@@ -962,7 +961,11 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
             [[1, 'released', clock.now(), gpuLocked]],
           );
           const rows = await drainOutbox(ledger);
-          assert.deepEqual(rows.map((r) => r.kind), ['work'], 'the work row is due now; no result row');
+          assert.deepEqual(
+            rows.map((r) => r.kind),
+            ['work'],
+            'the work row is due now; no result row',
+          );
           assert.deepEqual(workRows(rows)[0]!.body, workBody(res.job, 2));
           expectGranted(await ledger.grantLease({ jobId: g.job.id, attempt: 2, worker: 'w2' }), 'the next attempt, at once');
         }));
@@ -979,7 +982,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.deepEqual(res.job.error, gpuLocked);
           const rows = await drainOutbox(ledger);
           assert.equal(resultRows(rows, g.job.id).length, 1);
-          assert.deepEqual((await ledger.getAttempts(g.job.id)).map((a) => a.outcome), ['failed']);
+          assert.deepEqual(
+            (await ledger.getAttempts(g.job.id)).map((a) => a.outcome),
+            ['failed'],
+          );
         }));
 
       it('a release after a cancel request ends the job as failed/cancelled', () =>
@@ -1010,7 +1016,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const g = await submitAndGrant(ledger);
           const before = await snapshot(ledger, [g.job.id]);
           assert.deepEqual(await ledger.release({ ...g.ref, token: 'not-the-token', error: gpuLocked }), { accepted: false, reason: 'superseded' });
-          assert.deepEqual(await ledger.release({ jobId: 'no-such-job', attempt: 1, token: 't', error: gpuLocked }), { accepted: false, reason: 'unknown_job' });
+          assert.deepEqual(await ledger.release({ jobId: 'no-such-job', attempt: 1, token: 't', error: gpuLocked }), {
+            accepted: false,
+            reason: 'unknown_job',
+          });
           clock.advance(TTL);
           assert.deepEqual(await ledger.release({ ...g.ref, error: gpuLocked }), { accepted: false, reason: 'expired' });
           assert.deepEqual(await snapshot(ledger, [g.job.id]), before);
@@ -1154,7 +1163,11 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const res = await ledger.reject({ jobId: job.id, error: errors.unroutable });
           assert.ok(res.rejected);
           const rows = await drainOutbox(ledger);
-          assert.deepEqual(rows.map((r) => r.kind), ['result'], 'no work message for a rejected job');
+          assert.deepEqual(
+            rows.map((r) => r.kind),
+            ['result'],
+            'no work message for a rejected job',
+          );
         }));
 
       it('reject refuses a running or ended job as not_queued, an unknown job as unknown_job, and changes nothing', () =>
@@ -1179,7 +1192,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           await drainOutbox(ledger);
           clock.advance(TTL);
           const report = await ledger.sweep();
-          assert.deepEqual(report.requeued.map((r) => r.jobId), [g.job.id]);
+          assert.deepEqual(
+            report.requeued.map((r) => r.jobId),
+            [g.job.id],
+          );
           assert.deepEqual([report.exhausted, report.cancelled, report.redispatched], [[], [], []]);
           const job = await mustGetJob(ledger, g.job.id);
           assert.equal(job.state, 'queued');
@@ -1192,7 +1208,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.deepEqual(await drainOutbox(ledger), [], 'the next work row waits for the backoff');
           clock.advance(BASE);
           const rows = await drainOutbox(ledger);
-          assert.deepEqual(workRows(rows).map((r) => r.body), [workBody(job, 2)]);
+          assert.deepEqual(
+            workRows(rows).map((r) => r.body),
+            [workBody(job, 2)],
+          );
           assert.equal(rows.length, 1);
           expectGranted(await ledger.grantLease({ jobId: g.job.id, attempt: 2, worker: 'w2' }));
         }));
@@ -1258,7 +1277,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
             clock.set(t0 + R + 1);
             assert.deepEqual(await ledger.sweep(), { ...emptySweep, redispatched: [job.id] });
             const rows = await drainOutbox(ledger);
-            assert.deepEqual(rows.map((r) => [r.kind, r.body]), [['work', workBody(job, 1)]]);
+            assert.deepEqual(
+              rows.map((r) => [r.kind, r.body]),
+              [['work', workBody(job, 1)]],
+            );
             assert.deepEqual(await ledger.sweep(), emptySweep, 'not twice in one period');
             clock.set(t0 + 2 * R);
             assert.deepEqual(await ledger.sweep(), emptySweep, 'the period restarts at the redispatch');
@@ -1310,13 +1332,19 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
             assert.deepEqual((await ledger.sweep()).redispatched, [], 'in its backoff');
             clock.set(res.job.notBefore);
             // The relay sends the retry's work message as soon as it is due.
-            assert.deepEqual(workRows(await drainOutbox(ledger), g.job.id).map((r) => r.body), [workBody(res.job, 2)]);
+            assert.deepEqual(
+              workRows(await drainOutbox(ledger), g.job.id).map((r) => r.body),
+              [workBody(res.job, 2)],
+            );
             clock.set(res.job.notBefore + 500);
             assert.deepEqual((await ledger.sweep()).redispatched, [], 'due for less than redispatchAfterMs');
             clock.set(res.job.notBefore + 1_001);
             assert.deepEqual((await ledger.sweep()).redispatched, [g.job.id], 'unleased for redispatchAfterMs since notBefore');
             const rows = await drainOutbox(ledger);
-            assert.deepEqual(rows.map((r) => [r.kind, r.body]), [['work', workBody(res.job, 2)]]);
+            assert.deepEqual(
+              rows.map((r) => [r.kind, r.body]),
+              [['work', workBody(res.job, 2)]],
+            );
           },
           { ...testConfig, backoffBaseMs: 100_000, backoffMaxMs: 100_000, redispatchAfterMs: 1_000 },
         ));
@@ -1366,16 +1394,30 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           for (const g of [...first, second]) {
             const job = await mustGetJob(ledger, g.job.id);
             assert.deepEqual([job.state, job.attempt, job.notBefore], ['queued', 3, clock.now() + 2 * BASE], 'after attempt 2: twice the base backoff');
-            assert.deepEqual((await ledger.getAttempts(g.job.id)).map((a) => [a.attempt, a.outcome]), [[1, 'expired'], [2, 'expired']]);
+            assert.deepEqual(
+              (await ledger.getAttempts(g.job.id)).map((a) => [a.attempt, a.outcome]),
+              [
+                [1, 'expired'],
+                [2, 'expired'],
+              ],
+            );
           }
           const freshJob = await mustGetJob(ledger, fresh.job.id);
           assert.deepEqual([freshJob.state, freshJob.attempt, freshJob.notBefore], ['queued', 2, clock.now() + BASE]);
-          assert.deepEqual([(await mustGetJob(ledger, last.job.id)).failureReason, (await mustGetJob(ledger, cancelled.job.id)).failureReason], ['exhausted', 'cancelled']);
+          assert.deepEqual(
+            [(await mustGetJob(ledger, last.job.id)).failureReason, (await mustGetJob(ledger, cancelled.job.id)).failureReason],
+            ['exhausted', 'cancelled'],
+          );
           clock.advance(2 * BASE);
           const rows = await drainOutbox(ledger);
           const byJob = (a: { jobId: string }, b: { jobId: string }) => a.jobId.localeCompare(b.jobId);
           const expected = [...[...first, second].map((g) => workBody(g.job, 3)), workBody(fresh.job, 2)];
-          assert.deepEqual(workRows(rows).map((r) => r.body).sort(byJob), expected.sort(byJob));
+          assert.deepEqual(
+            workRows(rows)
+              .map((r) => r.body)
+              .sort(byJob),
+            expected.sort(byJob),
+          );
           assert.equal(resultRows(rows, last.job.id).length + resultRows(rows, cancelled.job.id).length, 2);
         }));
 
@@ -1387,10 +1429,7 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.equal(first.requeued.length, 2);
           const second = await ledger.sweep({ limit: 2 });
           assert.equal(second.requeued.length, 1);
-          assert.deepEqual(
-            [...first.requeued, ...second.requeued].map((r) => r.jobId).sort(),
-            jobs.map((g) => g.job.id).sort(),
-          );
+          assert.deepEqual([...first.requeued, ...second.requeued].map((r) => r.jobId).sort(), jobs.map((g) => g.job.id).sort());
           assert.deepEqual(await ledger.sweep({ limit: 2 }), emptySweep);
         }));
     });
@@ -1404,9 +1443,16 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
             clock.advance(1);
           }
           const two = await ledger.outboxTake(2);
-          assert.deepEqual(two.map((r) => r.jobId), [jobs[0]?.id, jobs[1]?.id]);
+          assert.deepEqual(
+            two.map((r) => r.jobId),
+            [jobs[0]?.id, jobs[1]?.id],
+          );
           const all = await ledger.outboxTake(10);
-          assert.deepEqual(all.map((r) => r.jobId), jobs.map((j) => j.id), 'untaken rows come back, in order');
+          assert.deepEqual(
+            all.map((r) => r.jobId),
+            jobs.map((j) => j.id),
+            'untaken rows come back, in order',
+          );
           assert.deepEqual(all.slice(0, 2), two, 'the same rows, same ids');
           assert.equal(new Set(all.map((r) => r.id)).size, 3);
         }));
@@ -1422,7 +1468,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.deepEqual(await ledger.outboxStats(), { unsent: 3, oldestCreatedAt: t0 });
           const rows = await ledger.outboxTake(10);
           await ledger.outboxMarkSent(rows.slice(0, 2).map((r) => r.id));
-          assert.deepEqual((await ledger.outboxTake(10)).map((r) => r.jobId), [jobs[2]?.id]);
+          assert.deepEqual(
+            (await ledger.outboxTake(10)).map((r) => r.jobId),
+            [jobs[2]?.id],
+          );
           assert.deepEqual(await ledger.outboxStats(), { unsent: 1, oldestCreatedAt: t0 + 2 });
           await ledger.outboxMarkSent(rows.map((r) => r.id));
           assert.deepEqual(await ledger.outboxTake(10), []);
@@ -1436,7 +1485,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const [badRow, goodRow] = await ledger.outboxTake(10);
           clock.advance(5);
           const { failedJobs } = await ledger.outboxSetAside([{ id: badRow!.id, reason: 'routing key longer than 255 bytes' }]);
-          assert.deepEqual(failedJobs.map((j) => j.id), [bad.id]);
+          assert.deepEqual(
+            failedJobs.map((j) => j.id),
+            [bad.id],
+          );
           const failed = await ledger.getJob(bad.id);
           assert.deepEqual(failedJobs[0], failed);
           assert.equal(failed?.state, 'failed');
@@ -1445,16 +1497,33 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           assert.equal(failed?.endedAt, clock.now());
           assert.equal((await ledger.getJob(good.id))?.state, 'queued', 'the other job is untouched');
           const rows = await ledger.outboxTake(10);
-          assert.deepEqual(rows.map((r) => [r.kind, r.jobId]), [['work', good.id], ['result', bad.id]], 'the bad row is gone; its failure message follows');
+          assert.deepEqual(
+            rows.map((r) => [r.kind, r.jobId]),
+            [
+              ['work', good.id],
+              ['result', bad.id],
+            ],
+            'the bad row is gone; its failure message follows',
+          );
           assert.equal(rows[0]?.id, goodRow?.id);
           expectGrantRefused(await ledger.grantLease({ jobId: bad.id, attempt: 1, worker: 'w1' }), 'ended');
           // Again, or for a result row: the row leaves the outbox, no job changes.
           const result = rows[1]!;
-          assert.deepEqual(await ledger.outboxSetAside([{ id: badRow!.id, reason: 'again' }, { id: result.id, reason: 'no' }, { id: 987_654_321, reason: 'none' }]), {
-            failedJobs: [],
-          });
+          assert.deepEqual(
+            await ledger.outboxSetAside([
+              { id: badRow!.id, reason: 'again' },
+              { id: result.id, reason: 'no' },
+              { id: 987_654_321, reason: 'none' },
+            ]),
+            {
+              failedJobs: [],
+            },
+          );
           assert.deepEqual(await ledger.getJob(bad.id), failed);
-          assert.deepEqual((await ledger.outboxTake(10)).map((r) => r.jobId), [good.id]);
+          assert.deepEqual(
+            (await ledger.outboxTake(10)).map((r) => r.jobId),
+            [good.id],
+          );
           assert.deepEqual(await ledger.outboxStats(), { unsent: 1, oldestCreatedAt: goodRow!.createdAt });
         }));
 
@@ -1463,7 +1532,7 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const granted = await submitAndGrant(ledger);
           const [stale] = await ledger.outboxTake(10);
           assert.equal(stale?.jobId, granted.job.id);
-          assert.deepEqual(await ledger.outboxSetAside([{ id: stale!.id, reason: 'refused' }]), { failedJobs: [] });
+          assert.deepEqual(await ledger.outboxSetAside([{ id: stale.id, reason: 'refused' }]), { failedJobs: [] });
           assert.equal((await ledger.getJob(granted.job.id))?.state, 'running');
         }));
 
@@ -1476,7 +1545,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           await ledger.outboxMarkSent([]);
           assert.deepEqual(await ledger.outboxTake(10), []);
           const job = await submitJob(ledger);
-          assert.deepEqual((await drainOutbox(ledger)).map((r) => r.jobId), [job.id]);
+          assert.deepEqual(
+            (await drainOutbox(ledger)).map((r) => r.jobId),
+            [job.id],
+          );
         }));
     });
 
@@ -1695,7 +1767,11 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
             const after = await snapshot(ledger, [jobId]);
             assert.deepEqual((after as { jobs: unknown }).jobs, (before as { jobs: unknown }).jobs, 'the job and its attempts are unchanged');
             const rows = await drainOutbox(ledger);
-            assert.deepEqual(rows.filter((r) => r.jobId === jobId), [], 'no outbox row for the ended job');
+            assert.deepEqual(
+              rows.filter((r) => r.jobId === jobId),
+              [],
+              'no outbox row for the ended job',
+            );
           }));
       }
     });
@@ -1782,7 +1858,10 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const res = await settleOk(ledger, g.ref, failed({ ...errors.permanent, message }), 'fail_permanent');
           assert.deepEqual(res.job.error, recorded);
           assert.deepEqual(await ledger.getJob(g.job.id), res.job);
-          assert.deepEqual((await ledger.getAttempts(g.job.id)).map((a) => a.error), [recorded]);
+          assert.deepEqual(
+            (await ledger.getAttempts(g.job.id)).map((a) => a.error),
+            [recorded],
+          );
           const rows = await drainOutbox(ledger);
           assert.equal(rows.length, 1, 'one result row');
           const [row] = resultRows(rows, g.job.id);
@@ -1802,10 +1881,13 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
           const res = await settleOk(ledger, second.ref, failure, 'exhaust');
           assert.equal(res.job.failureReason, 'exhausted');
           assert.deepEqual(res.job.error, recorded);
-          assert.deepEqual((await ledger.getAttempts(first.job.id)).map((a) => [a.outcome, a.error]), [
-            ['retried', recorded],
-            ['failed', recorded],
-          ]);
+          assert.deepEqual(
+            (await ledger.getAttempts(first.job.id)).map((a) => [a.outcome, a.error]),
+            [
+              ['retried', recorded],
+              ['failed', recorded],
+            ],
+          );
         }));
 
       it('recordProgress replaces each NUL of a progress message (job code wrote it)', () =>

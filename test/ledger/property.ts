@@ -137,14 +137,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       .map((r): Op => ({ k: 'grant', ...r })),
   },
   { weight: 1, arbitrary: fc.record({ msg: pickArb, redelivery: fc.boolean() }).map((r): Op => ({ k: 'grantRace', ...r })) },
-  { weight: 1, arbitrary: fc.record({ h: pickArb, withProof: fc.constantFrom<'none' | 'guessed'>('none', 'guessed') }).map((r): Op => ({ k: 'forgedGrant', ...r })) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ h: pickArb, withProof: fc.constantFrom<'none' | 'guessed'>('none', 'guessed') }).map((r): Op => ({ k: 'forgedGrant', ...r })),
+  },
   { weight: 5, arbitrary: workerArb.map((w): Op => ({ k: 'renew', w })) },
   { weight: 1, arbitrary: fc.record({ ref: pickArb, forge: fc.boolean() }).map((r): Op => ({ k: 'check', ...r })) },
   {
     weight: 2,
-    arbitrary: fc
-      .record({ h: pickArb, fraction: fc.integer({ min: 0, max: 100 }).map((n) => n / 100) })
-      .map((r): Op => ({ k: 'progress', ...r })),
+    arbitrary: fc.record({ h: pickArb, fraction: fc.integer({ min: 0, max: 100 }).map((n) => n / 100) }).map((r): Op => ({ k: 'progress', ...r })),
   },
   {
     weight: 1,
@@ -271,7 +272,16 @@ class Simulation {
       // "grant w0 job@1 -> not_due" counts as "grant -> not_due".
       const [verb] = line.split(' ');
       const answer = line.includes(' -> ') ? line.slice(line.lastIndexOf(' -> ')).split(' ').slice(0, 3).join(' ') : '';
-      const label = verb === 'renew' ? `renew ->${line.slice(line.lastIndexOf('lost') + 4).replace(/[0-9]+/g, 'N') }`.replace(/-> $/, '-> (all renewed)') : verb === 'sweep' ? `sweep ${line.split(' ').slice(2, 10).filter((w, i) => i % 2 === 1 || w !== '0').join(' ')}` : `${verb}${answer.replace(/[0-9]+/g, 'N')}`;
+      const label =
+        verb === 'renew'
+          ? `renew ->${line.slice(line.lastIndexOf('lost') + 4).replace(/[0-9]+/g, 'N')}`.replace(/-> $/, '-> (all renewed)')
+          : verb === 'sweep'
+            ? `sweep ${line
+                .split(' ')
+                .slice(2, 10)
+                .filter((w, i) => i % 2 === 1 || w !== '0')
+                .join(' ')}`
+            : `${verb}${answer.replace(/[0-9]+/g, 'N')}`;
       stats.set(label, (stats.get(label) ?? 0) + 1);
     }
   }
@@ -447,7 +457,12 @@ class Simulation {
   /** Someone who knows a holder's public name asks for its lease: refused, and the holder keeps it unchanged. */
   async forgedGrant(ref: LeaseRef, worker: string, withProof: 'none' | 'guessed'): Promise<void> {
     const before = await this.jobAndOutbox(ref.jobId);
-    const res = await this.ledger.grantLease({ jobId: ref.jobId, attempt: ref.attempt, worker, ...(withProof === 'guessed' ? { holderProof: `guess-${worker}` } : {}) });
+    const res = await this.ledger.grantLease({
+      jobId: ref.jobId,
+      attempt: ref.attempt,
+      worker,
+      ...(withProof === 'guessed' ? { holderProof: `guess-${worker}` } : {}),
+    });
     this.log(`forgedGrant ${worker} ${ref.jobId}@${ref.attempt} -> ${res.granted ? 'GRANTED' : res.reason}`);
     assert.ok(!res.granted, `a lease request without the holder's proof must not be granted, got ${JSON.stringify(res)}`);
     assert.deepEqual(await this.jobAndOutbox(ref.jobId), before, 'a forged lease request changes nothing');
@@ -457,12 +472,18 @@ class Simulation {
     const workers = [WORKERS[0], WORKERS[1]];
     const holder = workers.find((worker) => this.expectGrant(msg.jobId, msg.attempt, worker).ok === 'regrant');
     const expected = this.expectGrant(msg.jobId, msg.attempt);
-    const results = await Promise.all(workers.map((worker) => this.ledger.grantLease({ jobId: msg.jobId, attempt: msg.attempt, worker, holderProof: proofOf(worker) })));
+    const results = await Promise.all(
+      workers.map((worker) => this.ledger.grantLease({ jobId: msg.jobId, attempt: msg.attempt, worker, holderProof: proofOf(worker) })),
+    );
     this.log(`grantRace ${msg.jobId}@${msg.attempt} -> ${results.map((r) => (r.granted ? 'granted' : r.reason)).join(',')}`);
     const winners = results.flatMap((r, i) => (r.granted ? [{ r, worker: workers[i]! }] : []));
     if (holder !== undefined) {
       // One racer already holds the live lease: it gets it back, the other is refused.
-      assert.deepEqual(winners.map((w) => w.worker), [holder], `only the holder wins a race for its own lease, got ${JSON.stringify(results)}`);
+      assert.deepEqual(
+        winners.map((w) => w.worker),
+        [holder],
+        `only the holder wins a race for its own lease, got ${JSON.stringify(results)}`,
+      );
       const j = this.byId.get(msg.jobId)!;
       const { r } = winners[0]!;
       assert.ok(r.granted && r.token === j.lease!.token, 'the holder gets its own token back');
@@ -485,7 +506,9 @@ class Simulation {
     const held = this.holds.get(worker)!;
     const expected = held.map((ref) => ({ ref, e: this.expectFence(ref, false) }));
     const res = await this.ledger.renewLeases({ worker, leases: held });
-    this.log(`renew ${worker} [${held.map((r) => `${r.jobId}@${r.attempt}`).join(' ')}] -> renewed ${res.renewed.length}, lost ${res.lost.map((l) => l.reason).join(',')}`);
+    this.log(
+      `renew ${worker} [${held.map((r) => `${r.jobId}@${r.attempt}`).join(' ')}] -> renewed ${res.renewed.length}, lost ${res.lost.map((l) => l.reason).join(',')}`,
+    );
     const key = (x: { jobId: string; attempt: number }) => `${x.jobId}@${x.attempt}`;
     const renewed = new Map(res.renewed.map((r) => [key(r), r]));
     const lost = new Map(res.lost.map((l) => [key(l), l]));
@@ -503,7 +526,10 @@ class Simulation {
         assert.ok(e.reasons.includes(l.reason), `lease ${key(ref)} lost as ${l.reason}, expected ${e.reasons.join('|')}`);
       }
     }
-    this.holds.set(worker, held.filter((ref) => renewed.has(key(ref))));
+    this.holds.set(
+      worker,
+      held.filter((ref) => renewed.has(key(ref))),
+    );
   }
 
   async check(ref: LeaseRef): Promise<void> {
@@ -606,7 +632,10 @@ class Simulation {
       this.applySettle(j, res.transition, res.job);
       return;
     }
-    assert.ok(!res.accepted && e.reasons.includes(res.reason), `release of ${ref.jobId}@${ref.attempt} should be refused (${e.reasons.join('|')}), got ${JSON.stringify(res)}`);
+    assert.ok(
+      !res.accepted && e.reasons.includes(res.reason),
+      `release of ${ref.jobId}@${ref.attempt} should be refused (${e.reasons.join('|')}), got ${JSON.stringify(res)}`,
+    );
     assert.deepEqual(await this.jobAndOutbox(ref.jobId), before, 'a refused release changes nothing');
   }
 
@@ -1022,11 +1051,7 @@ function propertyParameters(): fc.Parameters<[Op[]]> {
   const pathEnv = process.env.PLANRUN_PROPERTY_PATH;
   const runsEnv = process.env.PLANRUN_PROPERTY_RUNS;
   const seed =
-    seedEnv === undefined || seedEnv === ''
-      ? DEFAULT_SEED
-      : seedEnv === 'random'
-        ? (Date.now() ^ (Math.random() * 0x1_0000_0000)) | 0
-        : Number(seedEnv);
+    seedEnv === undefined || seedEnv === '' ? DEFAULT_SEED : seedEnv === 'random' ? (Date.now() ^ (Math.random() * 0x1_0000_0000)) | 0 : Number(seedEnv);
   assert.ok(Number.isInteger(seed), `PLANRUN_PROPERTY_SEED must be an integer or "random", got ${seedEnv}`);
   const numRuns = runsEnv ? Number(runsEnv) : DEFAULT_RUNS;
   assert.ok(Number.isInteger(numRuns) && numRuns > 0, `PLANRUN_PROPERTY_RUNS must be a positive integer, got ${runsEnv}`);
@@ -1049,9 +1074,7 @@ export function ledgerProperties(name: string, factory: LedgerFactory): void {
       }
       if (details.failed) {
         const report = fc.defaultReportMessage(details) ?? 'property failed';
-        const replay =
-          `PLANRUN_PROPERTY_SEED=${details.seed}` +
-          (details.counterexamplePath ? ` PLANRUN_PROPERTY_PATH="${details.counterexamplePath}"` : '');
+        const replay = `PLANRUN_PROPERTY_SEED=${details.seed}` + (details.counterexamplePath ? ` PLANRUN_PROPERTY_PATH="${details.counterexamplePath}"` : '');
         const cause = details.errorInstance;
         const why = cause instanceof Error ? (cause.stack ?? cause.message) : String(cause);
         throw new Error(`${report}\n\nReplay with: ${replay} node --test <compiled ledger test>\n\nError of the shrunk counterexample:\n${why}`, {

@@ -52,11 +52,7 @@ export interface LedgerHarness {
 }
 
 /** Opens a ledger on a ManualClock, runs `body`, and always closes the ledger. */
-export async function withLedger<T>(
-  factory: LedgerFactory,
-  config: Partial<LedgerConfig> | undefined,
-  body: (h: LedgerHarness) => Promise<T>,
-): Promise<T> {
+export async function withLedger<T>(factory: LedgerFactory, config: Partial<LedgerConfig> | undefined, body: (h: LedgerHarness) => Promise<T>): Promise<T> {
   const clock = new ManualClock();
   const ledger = await factory(config === undefined ? { clock } : { clock, config });
   try {
@@ -111,7 +107,7 @@ export interface Granted {
 /** Asserts that a grant succeeded and returns it narrowed. */
 export function expectGranted(res: GrantLeaseResult, what = 'the grant'): Extract<GrantLeaseResult, { granted: true }> {
   assert.equal(res.granted, true, `${what} should be granted, got ${JSON.stringify(res)}`);
-  return res as Extract<GrantLeaseResult, { granted: true }>;
+  return res;
 }
 
 export function expectGrantRefused(res: GrantLeaseResult, reason: string, what = 'the grant'): void {
@@ -133,29 +129,20 @@ export async function grant(ledger: Ledger, jobId: string, worker = 'worker-a'):
 }
 
 /** Submits a job and grants attempt 1 to `worker`. */
-export async function submitAndGrant(
-  ledger: Ledger,
-  overrides: Partial<SubmitParams> = {},
-  worker = 'worker-a',
-): Promise<Granted> {
+export async function submitAndGrant(ledger: Ledger, overrides: Partial<SubmitParams> = {}, worker = 'worker-a'): Promise<Granted> {
   const job = await submitJob(ledger, overrides);
   return grant(ledger, job.id, worker);
 }
 
 export function expectAccepted(res: SettleResult, transition?: string): Extract<SettleResult, { accepted: true }> {
   assert.equal(res.accepted, true, `the settle should be accepted, got ${JSON.stringify(res)}`);
-  const ok = res as Extract<SettleResult, { accepted: true }>;
+  const ok = res;
   if (transition !== undefined) assert.equal(ok.transition, transition, 'settle transition');
   return ok;
 }
 
 /** Settles a granted attempt and asserts that the ledger accepted it. */
-export async function settleOk(
-  ledger: Ledger,
-  ref: LeaseRef,
-  outcome: SettleOutcome,
-  transition?: string,
-): Promise<Extract<SettleResult, { accepted: true }>> {
+export async function settleOk(ledger: Ledger, ref: LeaseRef, outcome: SettleOutcome, transition?: string): Promise<Extract<SettleResult, { accepted: true }>> {
   return expectAccepted(await ledger.settle({ ...ref, outcome }), transition);
 }
 

@@ -95,7 +95,12 @@ export class FaultProxy {
 
   private accept(client: net.Socket): void {
     const upstream = net.connect({ ...this.target, allowHalfOpen: true });
-    const connection = new ProxiedConnection(client, upstream, () => this.currentMode, () => this.connections.delete(connection));
+    const connection = new ProxiedConnection(
+      client,
+      upstream,
+      () => this.currentMode,
+      () => this.connections.delete(connection),
+    );
     this.connections.add(connection);
     if (this.currentMode.kind === 'blackhole') connection.hold();
   }

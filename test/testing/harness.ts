@@ -64,7 +64,10 @@ export class Harness {
       ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
     });
     await this.orchestrator.start();
-    this.closers.push(() => this.orchestrator.stop(), () => this.ledger.close());
+    this.closers.push(
+      () => this.orchestrator.stop(),
+      () => this.ledger.close(),
+    );
     const resultsQueue = `${this.topology.prefix}.test-results`;
     await this.options.broker.declareQueue(resultsQueue);
     await this.options.broker.bindQueue(resultsQueue, this.topology.resultsExchange, '#');
@@ -106,7 +109,14 @@ export class Harness {
       outputStore: new DirectoryOutputStore(this.outputRoot),
       logger: silentLogger(),
       ...options,
-      timing: { heartbeatIntervalMs: 300, controlTimeoutMs: 1000, redeliveryDelayMs: 100, deadlineCheckIntervalMs: 50, progressIntervalMs: 50, ...options.timing },
+      timing: {
+        heartbeatIntervalMs: 300,
+        controlTimeoutMs: 1000,
+        redeliveryDelayMs: 100,
+        deadlineCheckIntervalMs: 50,
+        progressIntervalMs: 50,
+        ...options.timing,
+      },
     });
     const events: WorkerEvent[] = [];
     worker.onEvent((event) => events.push(event));

@@ -8,7 +8,7 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, time
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
-    if (value) return value as NonNullable<T>;
+    if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await delay(everyMs);
   }

@@ -23,16 +23,20 @@ export async function startWorkerProcess(args: string[]): Promise<WorkerProcess>
 export async function startPlanrunProcess(args: string[], readyText: string): Promise<WorkerProcess> {
   const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
   let gone = false;
   void exited.then(() => (gone = true));
-  await waitFor(`planrun ${args[0]} to be ready`, () => {
-    if (gone) throw new Error(`planrun ${args[0]} exited before it was ready:\n${output}`);
-    return output.includes(readyText);
-  }, 15_000);
+  await waitFor(
+    `planrun ${args[0]} to be ready`,
+    () => {
+      if (gone) throw new Error(`planrun ${args[0]} exited before it was ready:\n${output}`);
+      return output.includes(readyText);
+    },
+    15_000,
+  );
   return { child, log: () => output, exited };
 }

@@ -78,9 +78,15 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         assert.equal(result.body.reason, 'exhausted');
         assert.equal(result.body.attempt, 3);
         assert.equal(result.body.error?.code, 'probe_transient');
-        assert.deepEqual(harness.runs(job.id).map((r) => r.attempt), [1, 2, 3]);
+        assert.deepEqual(
+          harness.runs(job.id).map((r) => r.attempt),
+          [1, 2, 3],
+        );
         const attempts = await harness.ledger.getAttempts(job.id);
-        assert.deepEqual(attempts.map((a) => a.outcome), ['retried', 'retried', 'failed']);
+        assert.deepEqual(
+          attempts.map((a) => a.outcome),
+          ['retried', 'retried', 'failed'],
+        );
         // The backoff (100 ms, then 200 ms) separates each attempt from the end of the one before.
         for (let i = 1; i < attempts.length; i++) {
           const waited = attempts[i]!.startedAt - attempts[i - 1]!.endedAt!;
@@ -142,7 +148,10 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         const duplicate = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
         await broker.sendToQueue(harness.topology.workQueue('probe'), duplicate, { messageId: `${job.id}@1`, headers: { 'planrun-tenant': 'acme' } });
         await waitFor('the refusal', () => second.events.find((e) => e.type === 'lease_refused'));
-        assert.deepEqual(second.events.find((e) => e.type === 'lease_refused'), { type: 'lease_refused', jobId: job.id, attempt: 1, reason: 'ended' });
+        assert.deepEqual(
+          second.events.find((e) => e.type === 'lease_refused'),
+          { type: 'lease_refused', jobId: job.id, attempt: 1, reason: 'ended' },
+        );
         assert.equal(harness.runs(job.id).length, 1);
         assert.equal(harness.resultsFor(job.id).length, 1);
         await broker.close();
@@ -211,10 +220,14 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         await send(undefined, good);
         await send('order-4', good);
         const dead: Array<{ id: string | undefined; reason: unknown }> = [];
-        await app.consume(harness.topology.deadQueue, (d) => {
-          dead.push({ id: d.messageId, reason: d.headers['planrun-dead-reason'] });
-          d.ack();
-        }, { prefetch: 10 });
+        await app.consume(
+          harness.topology.deadQueue,
+          (d) => {
+            dead.push({ id: d.messageId, reason: d.headers['planrun-dead-reason'] });
+            d.ack();
+          },
+          { prefetch: 10 },
+        );
         await waitFor('three dead letters', () => dead.length === 3);
         assert.deepEqual(dead.map((d) => d.id).sort(), ['order-2', 'order-3', undefined].sort());
         assert.match(String(dead.find((d) => d.id === 'order-3')?.reason), /type/);
@@ -269,13 +282,20 @@ export function workerBehaviour(name: string, makeConnections: () => Promise<Bro
         const app = await connections.connect();
         const work = Buffer.from(JSON.stringify({ jobId: job.id, attempt: 1, tenant: 'acme', type: 'probe' }));
         await app.sendToQueue(harness.topology.workQueue('probe'), work, { messageId: `${job.id}@1`, headers: { 'planrun-tenant': 'acme' } });
-        const finished = await waitFor('the job finished on its first attempt', async () => {
-          const stored = await harness.ledger.getJob(job.id);
-          return stored?.state === 'finished' ? stored : undefined;
-        }, 10_000);
+        const finished = await waitFor(
+          'the job finished on its first attempt',
+          async () => {
+            const stored = await harness.ledger.getJob(job.id);
+            return stored?.state === 'finished' ? stored : undefined;
+          },
+          10_000,
+        );
         assert.equal(finished.attempt, 1);
         assert.ok(!events.some((e) => e.type === 'duplicate_dropped'), 'finished before the message came back');
-        assert.ok(events.some((e) => e.type === 'lease_granted' && e.late === true), 'the late grant was used');
+        assert.ok(
+          events.some((e) => e.type === 'lease_granted' && e.late === true),
+          'the late grant was used',
+        );
         assert.equal(harness.runs(job.id).length, 1);
         // The redelivery that comes later is dropped as a duplicate, and runs nothing.
         await waitFor('the redelivery dropped', () => events.some((e) => e.type === 'duplicate_dropped' && e.jobId === job.id), 10_000);

@@ -38,7 +38,15 @@ describe('benchmark (smoke)', () => {
       assert.ok(section, `section ${name} ran`);
       assert.ok(!('error' in section), `section ${name} failed: ${'error' in section ? section.error : ''}`);
     }
-    for (const name of ['transport', 'transport-embedded', 'bullmq-memory', 'bullmq-fsync', 'bullmq-sandboxed', 'planrun-embedded', 'planrun-rabbitmq'] as const) {
+    for (const name of [
+      'transport',
+      'transport-embedded',
+      'bullmq-memory',
+      'bullmq-fsync',
+      'bullmq-sandboxed',
+      'planrun-embedded',
+      'planrun-rabbitmq',
+    ] as const) {
       const result = run.sections[name] as ThroughputResult;
       positive(result.perSecond, `${name} throughput`);
       positive(result.latency.p50Ms, `${name} p50`);
@@ -66,7 +74,22 @@ describe('benchmark (smoke)', () => {
     positive(floors.childRunCpuMsPerJob, 'child-process run floor');
     positive(floors.scratchCpuMsPerJob, 'scratch floor');
     assert.match(table, /\| F \|.*at most [\d,]+ jobs\/s on \d+ cores/, 'the floors row gives the ceiling');
-    for (const row of ['| 1 |', '| 1e |', '| 2 |', '| 2f |', '| 2s |', '| 3 |', '| 4 |', '| (3)/(2) |', '| (3)/(2s) |', '| (4)/(1) |', '| L1 |', '| L2 |', '| L3 |', '| F |']) {
+    for (const row of [
+      '| 1 |',
+      '| 1e |',
+      '| 2 |',
+      '| 2f |',
+      '| 2s |',
+      '| 3 |',
+      '| 4 |',
+      '| (3)/(2) |',
+      '| (3)/(2s) |',
+      '| (4)/(1) |',
+      '| L1 |',
+      '| L2 |',
+      '| L3 |',
+      '| F |',
+    ]) {
       assert.ok(table.includes(row), `the table has row ${row}`);
     }
   });

@@ -48,7 +48,12 @@ export async function runBench(options: BenchOptions): Promise<{ run: BenchRun; 
     log(`[bench] ${section}: starting (load ${load1()})`);
     const started = Date.now();
     try {
-      run.sections[section] = await runSection({ section, profile: options.profile, env, ...(options.cpuProfileDir ? { cpuProfileDir: options.cpuProfileDir } : {}) });
+      run.sections[section] = await runSection({
+        section,
+        profile: options.profile,
+        env,
+        ...(options.cpuProfileDir ? { cpuProfileDir: options.cpuProfileDir } : {}),
+      });
       log(`[bench] ${section}: done in ${((Date.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(run.sections[section])}`);
     } catch (error) {
       run.sections[section] = { error: error instanceof Error ? error.message : String(error) };

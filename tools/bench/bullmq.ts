@@ -82,7 +82,7 @@ export async function runBullmq(
     const rss = peers.peakRss();
     const serverRss = sampler.stop();
     notes.push(
-      `${profile.workers} worker processes x concurrency ${profile.slots}, ${sandboxed ? 'sandboxed no-op processor (child processes of BullMQ\'s pool)' : 'in-process no-op processor'}, addBulk of ${profile.submitChunk}`,
+      `${profile.workers} worker processes x concurrency ${profile.slots}, ${sandboxed ? "sandboxed no-op processor (child processes of BullMQ's pool)" : 'in-process no-op processor'}, addBulk of ${profile.submitChunk}`,
     );
     return {
       count: profile.jobs,

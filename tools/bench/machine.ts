@@ -45,7 +45,7 @@ async function rabbitVersion(url: string): Promise<string> {
     const connection = await amqp.connect(url);
     const properties = (connection.connection as unknown as { serverProperties?: Record<string, unknown> }).serverProperties ?? {};
     await connection.close();
-    return String(properties.version ?? 'unknown');
+    return typeof properties.version === 'string' ? properties.version : 'unknown';
   } catch (error) {
     return `unreachable (${error instanceof Error ? error.message : String(error)})`;
   }

@@ -51,7 +51,8 @@ function parse(argv: string[]) {
       for (const name of only) if (!sectionNames.includes(name)) throw new Error(`unknown section ${name}; sections: ${sectionNames.join(', ')}`);
     } else if (arg === '--set') {
       const [key, raw] = value().split('=');
-      if (!key || !(key in fullProfile) || key === 'name' || !Number.isFinite(Number(raw))) throw new Error(`--set needs key=number with a key of ${Object.keys(fullProfile).join(', ')}`);
+      if (!key || !(key in fullProfile) || key === 'name' || !Number.isFinite(Number(raw)))
+        throw new Error(`--set needs key=number with a key of ${Object.keys(fullProfile).join(', ')}`);
       overrides[key] = Number(raw);
       overridden = true;
     } else if (arg === '--out') {
@@ -68,7 +69,7 @@ function parse(argv: string[]) {
   }
   // A partial or resized run must not replace the page of a real one unless asked to.
   if (!outGiven && (overridden || only)) out = undefined;
-  return { profile: { ...profile, ...overrides } as BenchProfile, only, out, cpuProfileDir, saveRun, render, note };
+  return { profile: { ...profile, ...overrides }, only, out, cpuProfileDir, saveRun, render, note };
 }
 
 /** How the run was asked for, as the page shows it: without where its outputs went, which measure nothing. */

@@ -47,11 +47,7 @@ export function procStatusMiB(pid: number | 'self', field: 'VmRSS' | 'VmHWM'): n
 /** The pids of a process's direct children (e.g. a worker's job processes). */
 export function childPids(pid: number): number[] {
   try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
-      .trim()
-      .split(/\s+/)
-      .filter(Boolean)
-      .map(Number);
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
   } catch {
     return [];
   }

@@ -82,7 +82,18 @@ export const defaultEnvironment: BenchEnvironment = {
 };
 
 /** The sections of one run, in the order they run and appear in the table. */
-export const sectionNames = ['transport', 'transport-embedded', 'bullmq-memory', 'bullmq-fsync', 'bullmq-sandboxed', 'planrun-embedded', 'planrun-rabbitmq', 'leases', 'queued', 'floors'] as const;
+export const sectionNames = [
+  'transport',
+  'transport-embedded',
+  'bullmq-memory',
+  'bullmq-fsync',
+  'bullmq-sandboxed',
+  'planrun-embedded',
+  'planrun-rabbitmq',
+  'leases',
+  'queued',
+  'floors',
+] as const;
 export type SectionName = (typeof sectionNames)[number];
 
 export interface SectionRequest {

@@ -141,9 +141,7 @@ export async function runPlanrun(
     const brokerMessagesPerJob = routedMessages && routedBefore !== undefined ? (routedMessages() - routedBefore) / profile.jobs : undefined;
     const rss = peers.peakRss();
     const serverRss = sampler.stop();
-    const notes = [
-      `${profile.workers} worker processes x ${profile.slots} slots (one child job process per slot); orchestrator and submitter in one process`,
-    ];
+    const notes = [`${profile.workers} worker processes x ${profile.slots} slots (one child job process per slot); orchestrator and submitter in one process`];
     if (failedJobs > 0) notes.push(`${failedJobs} jobs FAILED`);
     return {
       count: profile.jobs,

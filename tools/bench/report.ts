@@ -67,11 +67,13 @@ export function renderTable(run: BenchRun): string {
     );
   }
   const r3f = ratio(t('planrun-embedded'), t('bullmq-fsync'));
-  if (r32 !== undefined) lines.push(`| (3)/(2) | planrun embedded ÷ BullMQ in memory | **${r32.toFixed(2)}×** | | | | | ≥ 1: ${r32 >= 1 ? 'met' : 'missed'} | |`);
+  if (r32 !== undefined)
+    lines.push(`| (3)/(2) | planrun embedded ÷ BullMQ in memory | **${r32.toFixed(2)}×** | | | | | ≥ 1: ${r32 >= 1 ? 'met' : 'missed'} | |`);
   if (r3f !== undefined) lines.push(`| (3)/(2f) | planrun embedded ÷ BullMQ appendfsync always | **${r3f.toFixed(2)}×** | | | | | | |`);
   const r3s = ratio(t('planrun-embedded'), t('bullmq-sandboxed'));
   if (r3s !== undefined) lines.push(`| (3)/(2s) | planrun embedded ÷ BullMQ sandboxed | **${r3s.toFixed(2)}×** | | | | | | |`);
-  if (r41 !== undefined) lines.push(`| (4)/(1) | planrun on RabbitMQ ÷ transport limit | **${r41.toFixed(2)}×** | | | | | ≥ 0.5: ${r41 >= 0.5 ? 'met' : 'missed'} | |`);
+  if (r41 !== undefined)
+    lines.push(`| (4)/(1) | planrun on RabbitMQ ÷ transport limit | **${r41.toFixed(2)}×** | | | | | ≥ 0.5: ${r41 >= 0.5 ? 'met' : 'missed'} | |`);
 
   const leases = run.sections.leases;
   if (failed(leases)) lines.push(`| L | heartbeats and sweep | failed: ${firstLine(leases.error)} | | | | | | |`);
@@ -103,12 +105,13 @@ export function renderTable(run: BenchRun): string {
  * The floors, and the ceiling they put on (3) when the run has what it needs: the CPU of
  * one message through the embedded broker (1e) times the messages (3) routed per job.
  */
-function floorsRow(f: FloorsResult, transport: ThroughputResult | undefined, embedded: ThroughputResult | undefined, bullmq: ThroughputResult | undefined): string {
-  const parts = [
-    `ledger path ${ms(f.ledgerCpuMsPerJob)}`,
-    `child-process run ${ms(f.childRunCpuMsPerJob)}`,
-    `scratch folder ${ms(f.scratchCpuMsPerJob)}`,
-  ];
+function floorsRow(
+  f: FloorsResult,
+  transport: ThroughputResult | undefined,
+  embedded: ThroughputResult | undefined,
+  bullmq: ThroughputResult | undefined,
+): string {
+  const parts = [`ledger path ${ms(f.ledgerCpuMsPerJob)}`, `child-process run ${ms(f.childRunCpuMsPerJob)}`, `scratch folder ${ms(f.scratchCpuMsPerJob)}`];
   let sum = f.ledgerCpuMsPerJob + f.childRunCpuMsPerJob + f.scratchCpuMsPerJob;
   const perMessage = transport && (transport.serverCpuMsPerJob ?? 0) + (transport.workerCpuMsPerJob ?? 0);
   const messages = embedded?.brokerMessagesPerJob;

@@ -29,7 +29,9 @@ export async function runTransport(profile: BenchProfile, env: BenchEnvironment,
 
     const publish = (id: string, headers?: Record<string, unknown>) =>
       new Promise<void>((resolve, reject) => {
-        channel.sendToQueue(queue, body, { persistent: true, messageId: id, headers }, (error) => (error ? reject(error) : resolve()));
+        channel.sendToQueue(queue, body, { persistent: true, messageId: id, headers }, (error: unknown) =>
+          error ? reject(error instanceof Error ? error : new Error('the broker refused the message')) : resolve(),
+        );
       });
 
     // Warm-up, then latency one message at a time, then the pipelined run.

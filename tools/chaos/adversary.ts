@@ -67,7 +67,14 @@ export class Adversary {
     const members = await this.liveMembers();
     for (const fleetKey of [this.options.fleetKey, undefined]) {
       if (target) {
-        await this.forge('lease', fleetKey, { op: 'lease', jobId: target.jobId, attempt: target.attempt, tenant: target.tenant, worker: target.holder, secret: newSecret() });
+        await this.forge('lease', fleetKey, {
+          op: 'lease',
+          jobId: target.jobId,
+          attempt: target.attempt,
+          tenant: target.tenant,
+          worker: target.holder,
+          secret: newSecret(),
+        });
         await this.forge('settle', fleetKey, {
           op: 'settle',
           jobId: target.jobId,
@@ -79,15 +86,20 @@ export class Adversary {
       }
       const impersonated = members[Math.floor(Math.random() * members.length)];
       const worker = impersonated ?? `ghost-${randomBytes(3).toString('hex')}`;
-      await this.forge('heartbeat', fleetKey, {
-        op: 'heartbeat',
-        worker,
-        secret: newSecret(),
-        jobTypes: [],
-        capabilities: [],
-        slots: 0,
-        leases: target ? [{ jobId: target.jobId, attempt: target.attempt, tenant: target.tenant, token: randomUUID() }] : [],
-      }, impersonated !== undefined);
+      await this.forge(
+        'heartbeat',
+        fleetKey,
+        {
+          op: 'heartbeat',
+          worker,
+          secret: newSecret(),
+          jobTypes: [],
+          capabilities: [],
+          slots: 0,
+          leases: target ? [{ jobId: target.jobId, attempt: target.attempt, tenant: target.tenant, token: randomUUID() }] : [],
+        },
+        impersonated !== undefined,
+      );
     }
   }
 
@@ -102,7 +114,14 @@ export class Adversary {
     this.sent++;
     try {
       const ans = await forgeControlRequest(broker, this.options.topology, request, { timeoutMs: 3000, ...(fleetKey ? { fleetKey } : {}) });
-      this.options.history.record({ kind: 'forgery', op, withKey: fleetKey !== undefined, impersonates, req: request, ans: ans as unknown as Record<string, unknown> });
+      this.options.history.record({
+        kind: 'forgery',
+        op,
+        withKey: fleetKey !== undefined,
+        impersonates,
+        req: request,
+        ans: ans as unknown as Record<string, unknown>,
+      });
     } catch {
       // Unanswered (a fault is on): nothing was decided, nothing to check.
     }
@@ -111,7 +130,9 @@ export class Adversary {
   private async api<T>(path: string, key: string): Promise<T | undefined> {
     const http = this.options.http;
     if (!http) return undefined;
-    const response = await fetch(`${http.url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+    const response = await fetch(`${http.url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(2000) }).catch(
+      () => undefined,
+    );
     if (!response?.ok) return undefined;
     return (await response.json()) as T;
   }
@@ -123,7 +144,10 @@ export class Adversary {
     const page = await this.api<{ jobs: Array<{ id: string }> }>('/v1/jobs?state=running&limit=20', key);
     const picked = page?.jobs[Math.floor(Math.random() * page.jobs.length)];
     if (!picked) return undefined;
-    const job = await this.api<{ id: string; state: string; attempt: number; attempts: Array<{ attempt: number; worker: string }> }>(`/v1/jobs/${picked.id}`, key);
+    const job = await this.api<{ id: string; state: string; attempt: number; attempts: Array<{ attempt: number; worker: string }> }>(
+      `/v1/jobs/${picked.id}`,
+      key,
+    );
     const attempt = job?.attempts.find((a) => a.attempt === job.attempt);
     if (!job || job.state !== 'running' || !attempt) return undefined;
     return { jobId: job.id, attempt: job.attempt, tenant, holder: attempt.worker };

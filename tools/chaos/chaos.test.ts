@@ -29,43 +29,49 @@ function rabbitMqInstalled(): boolean {
 }
 
 for (const { broker, seed, kinds } of runs) {
-describe(`chaos: the short profile on the ${broker} broker`, () => {
-  it('injects every fault kind that applies and finds every invariant held', { timeout: budgetMs + 60_000 }, async (t) => {
-    // The RabbitMQ run starts a node of its own; the test machines and CI have the binaries.
-    // Without them this fails, rather than skipping: a skipped chaos run proves nothing.
-    if (broker === 'rabbitmq') assert.ok(rabbitMqInstalled(), 'the chaos run needs RabbitMQ installed (rabbitmq-server, or PLANRUN_CHAOS_RABBITMQ_BIN)');
-    const started = Date.now();
-    const child = spawn(process.execPath, [mainPath, '--profile', 'short', '--broker', broker, '--seed', seed, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    // Cancelled (timeout, Ctrl-C): SIGINT makes the run stop its processes and its RabbitMQ node.
-    t.signal.addEventListener('abort', () => child.kill('SIGINT'), { once: true });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
-    const elapsed = Date.now() - started;
+  describe(`chaos: the short profile on the ${broker} broker`, () => {
+    it('injects every fault kind that applies and finds every invariant held', { timeout: budgetMs + 60_000 }, async (t) => {
+      // The RabbitMQ run starts a node of its own; the test machines and CI have the binaries.
+      // Without them this fails, rather than skipping: a skipped chaos run proves nothing.
+      if (broker === 'rabbitmq') assert.ok(rabbitMqInstalled(), 'the chaos run needs RabbitMQ installed (rabbitmq-server, or PLANRUN_CHAOS_RABBITMQ_BIN)');
+      const started = Date.now();
+      const child = spawn(process.execPath, [mainPath, '--profile', 'short', '--broker', broker, '--seed', seed, '--json'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      // Cancelled (timeout, Ctrl-C): SIGINT makes the run stop its processes and its RabbitMQ node.
+      t.signal.addEventListener('abort', () => child.kill('SIGINT'), { once: true });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+      const elapsed = Date.now() - started;
 
-    let report: CheckReport | undefined;
-    try {
-      report = JSON.parse(stdout) as CheckReport;
-    } catch {
-      assert.fail(`the chaos run printed no report (exit code ${code}):\n${stderr.slice(-5000)}`);
-    }
-    const kept = /kept in (\S+)/.exec(stderr)?.[1];
-    const text = kept && existsSync(join(kept, 'report.txt')) ? readFileSync(join(kept, 'report.txt'), 'utf8') : stderr.slice(-5000);
-    const violated = report.invariants.filter((i) => i.status === 'violated').map((i) => i.id);
-    assert.deepEqual(violated, [], `seed ${seed}: invariants violated\n${text}`);
-    assert.equal(code, 0, `seed ${seed}: exit code ${code}\n${text}`);
+      let report: CheckReport | undefined;
+      try {
+        report = JSON.parse(stdout) as CheckReport;
+      } catch {
+        assert.fail(`the chaos run printed no report (exit code ${code}):\n${stderr.slice(-5000)}`);
+      }
+      const kept = /kept in (\S+)/.exec(stderr)?.[1];
+      const text = kept && existsSync(join(kept, 'report.txt')) ? readFileSync(join(kept, 'report.txt'), 'utf8') : stderr.slice(-5000);
+      const violated = report.invariants.filter((i) => i.status === 'violated').map((i) => i.id);
+      assert.deepEqual(violated, [], `seed ${seed}: invariants violated\n${text}`);
+      assert.equal(code, 0, `seed ${seed}: exit code ${code}\n${text}`);
 
-    const injected = new Set(report.faults.filter((f) => f.ok).map((f) => f.kind));
-    assert.deepEqual(kinds.filter((k) => !injected.has(k)), [], 'every fault kind injected and healed');
-    for (const kind of ['job permanent', 'job transient', 'job crash', 'job hang', 'job fatal', 'job over-reserve write']) {
-      assert.ok((report.jobFaults[kind] ?? 0) > 0, `job fault "${kind}" happened`);
-    }
-    const forgeries = report.invariants.find((i) => i.id === 'forgeries-refused');
-    assert.ok(forgeries && forgeries.checked >= 50, `the adversary's forgeries were answered and checked (${forgeries?.checked})`);
-    assert.ok(report.jobs.acked >= 250, `most of the 300 jobs were acknowledged (${report.jobs.acked})`);
-    assert.ok(elapsed < budgetMs, `the run took ${elapsed} ms`);
+      const injected = new Set(report.faults.filter((f) => f.ok).map((f) => f.kind));
+      assert.deepEqual(
+        kinds.filter((k) => !injected.has(k)),
+        [],
+        'every fault kind injected and healed',
+      );
+      for (const kind of ['job permanent', 'job transient', 'job crash', 'job hang', 'job fatal', 'job over-reserve write']) {
+        assert.ok((report.jobFaults[kind] ?? 0) > 0, `job fault "${kind}" happened`);
+      }
+      const forgeries = report.invariants.find((i) => i.id === 'forgeries-refused');
+      assert.ok(forgeries && forgeries.checked >= 50, `the adversary's forgeries were answered and checked (${forgeries?.checked})`);
+      assert.ok(report.jobs.acked >= 250, `most of the 300 jobs were acknowledged (${report.jobs.acked})`);
+      assert.ok(elapsed < budgetMs, `the run took ${elapsed} ms`);
+    });
   });
-});
 }

@@ -66,7 +66,15 @@ function job(overrides: Partial<Job> = {}): Job {
 }
 
 const attempts: AttemptRecord[] = [
-  { jobId: 'j1', attempt: 1, worker: 'wA', startedAt: 1200, endedAt: 2500, outcome: 'expired', error: { class: 'transient', code: 'lease_expired', message: 'x' } },
+  {
+    jobId: 'j1',
+    attempt: 1,
+    worker: 'wA',
+    startedAt: 1200,
+    endedAt: 2500,
+    outcome: 'expired',
+    error: { class: 'transient', code: 'lease_expired', message: 'x' },
+  },
   { jobId: 'j1', attempt: 2, worker: 'wB', startedAt: 2700, endedAt: 3000, outcome: 'finished', error: null },
 ];
 
@@ -84,25 +92,76 @@ function cleanHistory(): Event[] {
     at(1000, 'runner', 1, { kind: 'run_config', config }),
     at(1100, 'runner', 1, { kind: 'submit', tenant: 'acme', key: 'k1', job: 0, transport: 'queue', acked: true, copy: 0, retry: 0, input, maxAttempts: 3 }),
     at(1150, 'orchestrator', 2, { kind: 'delivery', queue: 'planrun.submit', messageId: 'k1', redelivered: false }),
-    at(1160, 'orchestrator', 2, { kind: 'publish', to: 'planrun.work.chaos', messageId: 'j1@1', tenantHeader: 'acme', body: { jobId: 'j1', attempt: 1, tenant: 'acme', type: 'chaos' }, ok: true }),
+    at(1160, 'orchestrator', 2, {
+      kind: 'publish',
+      to: 'planrun.work.chaos',
+      messageId: 'j1@1',
+      tenantHeader: 'acme',
+      body: { jobId: 'j1', attempt: 1, tenant: 'acme', type: 'chaos' },
+      ok: true,
+    }),
     at(1190, 'w1', 11, { kind: 'delivery', queue: 'planrun.work.chaos', messageId: 'j1@1', redelivered: false }),
-    at(1200, 'orchestrator', 2, { kind: 'control', op: 'lease', req: { op: 'lease', jobId: 'j1', attempt: 1, tenant: 'acme', worker: 'wA' }, ans: { op: 'lease', jobId: 'j1', attempt: 1, granted: true, token: 't1' } }),
+    at(1200, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'lease',
+      req: { op: 'lease', jobId: 'j1', attempt: 1, tenant: 'acme', worker: 'wA' },
+      ans: { op: 'lease', jobId: 'j1', attempt: 1, granted: true, token: 't1' },
+    }),
     at(1201, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'lease_granted', jobId: 'j1', attempt: 1, token: 't1' } }),
     at(1210, 'job', 21, { kind: 'run_start', jobId: 'j1', attempt: 1, tenant: 'acme', behaviour: 'ok', ppid: 11 }),
-    at(1300, 'orchestrator', 2, { kind: 'control', op: 'heartbeat', req: { op: 'heartbeat', worker: 'wA', slots: 2, leases: [{ jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }] }, ans: { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 1 }], lost: [] } }),
+    at(1300, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'heartbeat',
+      req: { op: 'heartbeat', worker: 'wA', slots: 2, leases: [{ jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }] },
+      ans: { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 1 }], lost: [] },
+    }),
     at(1400, 'runner', 1, { kind: 'fault_start', fault: 1, fault_kind: 'worker-pause', target: 'w1' }),
-    at(2520, 'orchestrator', 2, { kind: 'publish', to: 'planrun.work.chaos', messageId: 'j1@2', tenantHeader: 'acme', body: { jobId: 'j1', attempt: 2, tenant: 'acme', type: 'chaos' }, ok: true }),
+    at(2520, 'orchestrator', 2, {
+      kind: 'publish',
+      to: 'planrun.work.chaos',
+      messageId: 'j1@2',
+      tenantHeader: 'acme',
+      body: { jobId: 'j1', attempt: 2, tenant: 'acme', type: 'chaos' },
+      ok: true,
+    }),
     at(2690, 'w2', 12, { kind: 'delivery', queue: 'planrun.work.chaos', messageId: 'j1@2', redelivered: false }),
-    at(2700, 'orchestrator', 2, { kind: 'control', op: 'lease', req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker: 'wB' }, ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2' } }),
+    at(2700, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'lease',
+      req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker: 'wB' },
+      ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2' },
+    }),
     at(2701, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'lease_granted', jobId: 'j1', attempt: 2, token: 't2' } }),
     at(2710, 'job', 22, { kind: 'run_start', jobId: 'j1', attempt: 2, tenant: 'acme', behaviour: 'ok', ppid: 12 }),
     at(2850, 'job', 22, { kind: 'run_output', jobId: 'j1', attempt: 2, bytes: 1000, sha256: 'abc' }),
-    at(2900, 'orchestrator', 2, { kind: 'control', op: 'fence', req: { op: 'fence', jobId: 'j1', attempt: 2, token: 't2', tenant: 'acme' }, ans: { op: 'fence', jobId: 'j1', attempt: 2, live: true, ttlMs: 1000 } }),
-    at(2950, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'output_stored', jobId: 'j1', attempt: 2, outputs: { 'chaos-output.bin': outputPath } } }),
-    at(3000, 'orchestrator', 2, { kind: 'control', op: 'settle', req: { op: 'settle', jobId: 'j1', attempt: 2, token: 't2', tenant: 'acme' }, ans: { op: 'settle', jobId: 'j1', attempt: 2, accepted: true, state: 'finished', transition: 'finish' } }),
+    at(2900, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'fence',
+      req: { op: 'fence', jobId: 'j1', attempt: 2, token: 't2', tenant: 'acme' },
+      ans: { op: 'fence', jobId: 'j1', attempt: 2, live: true, ttlMs: 1000 },
+    }),
+    at(2950, 'w2', 12, {
+      kind: 'worker_event',
+      worker: 'wB',
+      ev: { type: 'output_stored', jobId: 'j1', attempt: 2, outputs: { 'chaos-output.bin': outputPath } },
+    }),
+    at(3000, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'settle',
+      req: { op: 'settle', jobId: 'j1', attempt: 2, token: 't2', tenant: 'acme' },
+      ans: { op: 'settle', jobId: 'j1', attempt: 2, accepted: true, state: 'finished', transition: 'finish' },
+    }),
     at(3001, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'settled', jobId: 'j1', attempt: 2, state: 'finished', transition: 'finish' } }),
     at(3002, 'w2', 12, { kind: 'worker_event', worker: 'wB', ev: { type: 'job_done', jobId: 'j1', attempt: 2 } }),
-    at(3010, 'orchestrator', 2, { kind: 'publish', to: 'planrun.results', routingKey: 'acme.chaos.finished', messageId: 'j1', tenantHeader: 'acme', body: resultBody(), ok: true }),
+    at(3010, 'orchestrator', 2, {
+      kind: 'publish',
+      to: 'planrun.results',
+      routingKey: 'acme.chaos.finished',
+      messageId: 'j1',
+      tenantHeader: 'acme',
+      body: resultBody(),
+      ok: true,
+    }),
     at(3020, 'runner', 1, { kind: 'result', messageId: 'j1', routingKey: 'acme.chaos.finished', redelivered: false, body: resultBody() }),
     at(4000, 'runner', 1, { kind: 'fault_end', fault: 1, fault_kind: 'worker-pause', target: 'w1', ok: true }),
     at(4100, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'lease_lost', jobId: 'j1', attempt: 1, reason: 'local_deadline_passed' } }),
@@ -143,7 +202,11 @@ describe('chaos checker', () => {
   });
 
   it('reports a lost job: an acknowledged submission with no job in the ledger', () => {
-    const events = edit(cleanHistory(), (e) => ['ledger_job', 'stored_output'].includes(e.kind), () => []);
+    const events = edit(
+      cleanHistory(),
+      (e) => ['ledger_job', 'stored_output'].includes(e.kind),
+      () => [],
+    );
     // The ledger snapshot was taken (the outbox count is there) but holds no job for k1.
     const report = check(events);
     assert.ok(violated(report).includes('no-loss'));
@@ -153,7 +216,11 @@ describe('chaos checker', () => {
 
   it('reports a job left running after the drain', () => {
     const events = edit(cleanHistory(), isKind('ledger_job'), (e) => [
-      { ...e, job: job({ state: 'running', endedAt: null, result: null }), attempts: [attempts[0]!, { ...attempts[1]!, endedAt: null, outcome: null }] } as Event,
+      {
+        ...e,
+        job: job({ state: 'running', endedAt: null, result: null }),
+        attempts: [attempts[0]!, { ...attempts[1]!, endedAt: null, outcome: null }],
+      } as Event,
     ]);
     const report = check(events);
     assert.ok(violated(report).includes('no-loss'));
@@ -167,7 +234,10 @@ describe('chaos checker', () => {
     const v = invariant(report, 'one-result').violations[0]!;
     assert.equal(v.jobId, 'j1');
     assert.match(v.message, /2 distinct message ids/);
-    assert.ok(v.events.some((x) => x.kind === 'result'), 'the violation carries the job events');
+    assert.ok(
+      v.events.some((x) => x.kind === 'result'),
+      'the violation carries the job events',
+    );
   });
 
   it('accepts a redelivered result with the same id and body', () => {
@@ -183,13 +253,17 @@ describe('chaos checker', () => {
   it('reports a stale settle accepted: attempt 1 settles after the ledger moved to attempt 2', () => {
     // A broken settle guard: worker A (attempt 1, lease expired) settles while B runs attempt
     // 2, and the ledger takes it, finishing the job with A's result under attempt 2's row.
-    const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'settle', (e) => [
-      {
-        ...e,
-        req: { op: 'settle', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' },
-        ans: { op: 'settle', jobId: 'j1', attempt: 1, accepted: true, state: 'finished', transition: 'finish' },
-      } as Event,
-    ]);
+    const events = edit(
+      cleanHistory(),
+      (e) => e.kind === 'control' && e.op === 'settle',
+      (e) => [
+        {
+          ...e,
+          req: { op: 'settle', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' },
+          ans: { op: 'settle', jobId: 'j1', attempt: 1, accepted: true, state: 'finished', transition: 'finish' },
+        } as Event,
+      ],
+    );
     const report = check(events);
     assert.ok(violated(report).includes('no-stale-accepted'));
     const v = invariant(report, 'no-stale-accepted').violations[0]!;
@@ -210,12 +284,24 @@ describe('chaos checker', () => {
   });
 
   it('reports output stored by an attempt the ledger had already ended (a broken fence)', () => {
-    const stale = at(4050, 'w1', 11, { kind: 'worker_event', worker: 'wA', ev: { type: 'output_stored', jobId: 'j1', attempt: 1, outputs: { 'chaos-output.bin': '/out/acme/j1/1/chaos-output.bin' } } });
+    const stale = at(4050, 'w1', 11, {
+      kind: 'worker_event',
+      worker: 'wA',
+      ev: { type: 'output_stored', jobId: 'j1', attempt: 1, outputs: { 'chaos-output.bin': '/out/acme/j1/1/chaos-output.bin' } },
+    });
     const report = check([...cleanHistory(), stale].sort((a, b) => a.t - b.t));
     assert.deepEqual(violated(report), ['fenced-output']);
-    assert.match(invariant(report, 'fenced-output').violations[0]!.message, /j1@1 stored output 1550 ms after the ledger ended that attempt \(expired\), and no fence had passed/);
+    assert.match(
+      invariant(report, 'fenced-output').violations[0]!.message,
+      /j1@1 stored output 1550 ms after the ledger ended that attempt \(expired\), and no fence had passed/,
+    );
     // The same late copy after a fence that passed while the lease was live: the race every lease check has.
-    const fence = at(2400, 'orchestrator', 2, { kind: 'control', op: 'fence', req: { op: 'fence', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }, ans: { op: 'fence', jobId: 'j1', attempt: 1, live: true, ttlMs: 1000 } });
+    const fence = at(2400, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'fence',
+      req: { op: 'fence', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' },
+      ans: { op: 'fence', jobId: 'j1', attempt: 1, live: true, ttlMs: 1000 },
+    });
     assert.deepEqual(violated(check([...cleanHistory(), fence, stale].sort((a, b) => a.t - b.t))), []);
   });
 
@@ -226,12 +312,20 @@ describe('chaos checker', () => {
   });
 
   it('takes a lease granted again to its holder (same token) as one lease', () => {
-    const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2, (e) => [e, { ...e, t: e.t + 1 } as Event]);
+    const events = edit(
+      cleanHistory(),
+      (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+      (e) => [e, { ...e, t: e.t + 1 }],
+    );
     assert.deepEqual(violated(check(events)), []);
   });
 
   it('reports the same attempt leased twice', () => {
-    const events = edit(cleanHistory(), (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2, (e) => [e, { ...e, t: e.t + 1, req: { ...(e as { req: object }).req, worker: 'wC' } } as Event]);
+    const events = edit(
+      cleanHistory(),
+      (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+      (e) => [e, { ...e, t: e.t + 1, req: { ...(e as { req: object }).req, worker: 'wC' } } as Event],
+    );
     const report = check(events);
     assert.ok(violated(report).includes('one-lease-per-attempt'));
   });
@@ -286,7 +380,9 @@ describe('chaos checker', () => {
       { ...e, job: job({ maxAttempts: 1 }), attempts: [attempts[0]!, { ...attempts[1]!, startedAt: 2510 }] } as Event,
     ]);
     const report = check(events);
-    const messages = invariant(report, 'attempts').violations.map((v) => v.message).join('\n');
+    const messages = invariant(report, 'attempts')
+      .violations.map((v) => v.message)
+      .join('\n');
     assert.match(messages, /2 attempts, 1 allowed/);
     assert.match(messages, /attempt 2 started 10 ms after attempt 1 ended; the backoff is 100 ms/);
   });
@@ -308,9 +404,14 @@ describe('chaos checker', () => {
   });
 
   it('reports a consumer timeout not explained by a fault on that connection', () => {
-    const timeout = at(3500, 'w2', 12, { kind: 'broker_event', type: 'consumer_interrupted', queue: 'planrun.work.chaos', reason: 'PRECONDITION_FAILED - delivery acknowledgement on channel 3 timed out' });
+    const timeout = at(3500, 'w2', 12, {
+      kind: 'broker_event',
+      type: 'consumer_interrupted',
+      queue: 'planrun.work.chaos',
+      reason: 'PRECONDITION_FAILED - delivery acknowledgement on channel 3 timed out',
+    });
     assert.ok(violated(check([...cleanHistory(), timeout].sort((a, b) => a.t - b.t))).includes('ack-early'));
-    const excused = { ...timeout, src: 'w1', pid: 11 } as Event;
+    const excused = { ...timeout, src: 'w1', pid: 11 };
     assert.ok(!violated(check([...cleanHistory(), excused].sort((a, b) => a.t - b.t))).includes('ack-early'));
   });
 

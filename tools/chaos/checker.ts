@@ -11,7 +11,6 @@
  */
 import type { AttemptRecord, Job, ResultMessage } from '../../src/ledger/ledger.js';
 import { fatalExitCode } from '../../src/worker/exit-codes.js';
-import type { WorkerEvent } from '../../src/worker/worker-events.js';
 import { forgedResultMark, type HistoryEvent, type HistoryEventOf, type RunConfig } from './history.js';
 import type { ChaosInput } from './job-input.js';
 
@@ -168,7 +167,7 @@ class Context {
   readonly lastTerminalAt: number;
 
   constructor(readonly history: readonly HistoryEvent[]) {
-    this.config = (history.find((e) => e.kind === 'run_config') as HistoryEventOf<'run_config'> | undefined)?.config;
+    this.config = history.find((e): e is HistoryEventOf<'run_config'> => e.kind === 'run_config')?.config;
     this.startedAt = history.find((e) => e.kind === 'run_config')?.t ?? history[0]?.t ?? 0;
     let lastHeal = this.startedAt;
     for (const event of history) {
@@ -177,7 +176,16 @@ class Context {
           const k = keyOf(event.tenant, event.key);
           let info = this.keys.get(k);
           if (!info) {
-            info = { tenant: event.tenant, key: event.key, job: event.job, input: event.input, maxAttempts: event.maxAttempts, submits: [], acked: false, firstAckAt: undefined };
+            info = {
+              tenant: event.tenant,
+              key: event.key,
+              job: event.job,
+              input: event.input,
+              maxAttempts: event.maxAttempts,
+              submits: [],
+              acked: false,
+              firstAckAt: undefined,
+            };
             this.keys.set(k, info);
           }
           info.submits.push(event);
@@ -297,7 +305,9 @@ class Context {
     for (const entry of this.ledger.values()) {
       if (entry.job.endedAt !== null && entry.job.endedAt <= this.lastHealAt) continue;
       const info = this.keyInfoOf(entry.job);
-      if (info) backlog += runCost(info.input) * Math.max(1, info.maxAttempts - entry.attempts.filter((a) => a.endedAt !== null && a.endedAt <= this.lastHealAt).length);
+      if (info)
+        backlog +=
+          runCost(info.input) * Math.max(1, info.maxAttempts - entry.attempts.filter((a) => a.endedAt !== null && a.endedAt <= this.lastHealAt).length);
     }
     const backlogMs = (1.5 * backlog) / Math.max(1, c.workers * c.slots);
     return Math.round(
@@ -470,7 +480,11 @@ function noLoss(ctx: Context): InvariantResult {
     }
     for (const { job } of entries) {
       if (job.state !== 'finished' && job.state !== 'failed') {
-        violations.push({ jobId: job.id, message: `job ${job.id} (${info.tenant}/${info.key}) is still ${job.state}@${job.attempt} after the drain`, events: ctx.eventsOf(job.id) });
+        violations.push({
+          jobId: job.id,
+          message: `job ${job.id} (${info.tenant}/${info.key}) is still ${job.state}@${job.attempt} after the drain`,
+          events: ctx.eventsOf(job.id),
+        });
       }
     }
   }
@@ -480,7 +494,11 @@ function noLoss(ctx: Context): InvariantResult {
     if (info?.acked) continue;
     checked++;
     if (job.state !== 'finished' && job.state !== 'failed') {
-      violations.push({ jobId: job.id, message: `job ${job.id} (from an unacknowledged submission) is still ${job.state}@${job.attempt}`, events: ctx.eventsOf(job.id) });
+      violations.push({
+        jobId: job.id,
+        message: `job ${job.id} (from an unacknowledged submission) is still ${job.state}@${job.attempt}`,
+        events: ctx.eventsOf(job.id),
+      });
     }
   }
   return result('no-loss', 'G1', title, checked, violations);
@@ -497,7 +515,7 @@ function oneSettle(ctx: Context): InvariantResult {
   for (const c of ctx.controls) {
     if ((c.op !== 'settle' && c.op !== 'release') || c.ans.accepted !== true) continue;
     const jobId = c.req.jobId as string;
-    const perAttempt = `${jobId}@${c.req.attempt}`;
+    const perAttempt = `${jobId}@${String(c.req.attempt)}`;
     acceptedPerAttempt.set(perAttempt, (acceptedPerAttempt.get(perAttempt) ?? 0) + 1);
     if (terminalTransitions.has(String(c.ans.transition))) append(acceptedTerminal, jobId, c);
   }
@@ -541,7 +559,7 @@ function oneLeasePerAttempt(ctx: Context): InvariantResult {
   const grants = new Map<string, HistoryEventOf<'control'>[]>();
   for (const c of ctx.controls) {
     if (c.op === 'lease' && c.ans.granted === true) {
-      const k = `${c.req.jobId}@${c.req.attempt}`;
+      const k = `${String(c.req.jobId)}@${String(c.req.attempt)}`;
       append(grants, k, c);
     }
   }
@@ -549,7 +567,12 @@ function oneLeasePerAttempt(ctx: Context): InvariantResult {
     const leases = new Set(list.map((g) => `${String(g.req.worker)} ${String(g.ans.token)}`));
     if (leases.size > 1) {
       const jobId = k.split('@')[0]!;
-      violations.push({ jobId, message: `attempt ${k} was leased ${leases.size} times: ${[...leases].join('; ')}`, focus: [...list, ...ctx.ledgerEvent(jobId)], events: ctx.eventsOf(jobId) });
+      violations.push({
+        jobId,
+        message: `attempt ${k} was leased ${leases.size} times: ${[...leases].join('; ')}`,
+        focus: [...list, ...ctx.ledgerEvent(jobId)],
+        events: ctx.eventsOf(jobId),
+      });
     }
   }
   const runs = new Map<string, number>();
@@ -590,7 +613,12 @@ function oneResult(ctx: Context): InvariantResult {
     const publishedIds = new Set(published.map((p) => p.messageId));
     if (publishedIds.size > 1) problems.push(`the relay published ${publishedIds.size} distinct result message ids`);
     if (problems.length > 0) {
-      violations.push({ jobId: job.id, message: `job ${job.id}: ${problems.join('; ')}`, focus: [...received, ...ctx.ledgerEvent(job.id)], events: ctx.eventsOf(job.id) });
+      violations.push({
+        jobId: job.id,
+        message: `job ${job.id}: ${problems.join('; ')}`,
+        focus: [...received, ...ctx.ledgerEvent(job.id)],
+        events: ctx.eventsOf(job.id),
+      });
     }
   }
   for (const [id, received] of ctx.results) {
@@ -611,28 +639,41 @@ function idempotency(ctx: Context): InvariantResult {
     const info = ctx.keys.get(k);
     const [tenant, key] = k.split('\u0000');
     if (!info) {
-      for (const { job } of entries) violations.push({ jobId: job.id, message: `job ${job.id} (${tenant}/${key}) was never submitted`, events: ctx.eventsOf(job.id) });
+      for (const { job } of entries)
+        violations.push({ jobId: job.id, message: `job ${job.id} (${tenant}/${key}) was never submitted`, events: ctx.eventsOf(job.id) });
       continue;
     }
     if (entries.length > 1) {
-      violations.push({ message: `${tenant}/${key} made ${entries.length} jobs: ${entries.map((e) => e.job.id).join(', ')}`, events: entries.flatMap((e) => ctx.eventsOf(e.job.id)) });
+      violations.push({
+        message: `${tenant}/${key} made ${entries.length} jobs: ${entries.map((e) => e.job.id).join(', ')}`,
+        events: entries.flatMap((e) => ctx.eventsOf(e.job.id)),
+      });
     }
     for (const { job } of entries) {
       if (JSON.stringify(job.input) !== JSON.stringify(info.input)) {
         violations.push({ jobId: job.id, message: `job ${job.id} holds another input than submitted`, events: ctx.eventsOf(job.id) });
       }
       if (job.maxAttempts !== info.maxAttempts) {
-        violations.push({ jobId: job.id, message: `job ${job.id} allows ${job.maxAttempts} attempts, ${info.maxAttempts} were asked`, events: ctx.eventsOf(job.id) });
+        violations.push({
+          jobId: job.id,
+          message: `job ${job.id} allows ${job.maxAttempts} attempts, ${info.maxAttempts} were asked`,
+          events: ctx.eventsOf(job.id),
+        });
       }
       for (const submit of info.submits) {
         if (submit.acked && submit.jobId !== undefined && submit.jobId !== job.id) {
-          violations.push({ jobId: job.id, message: `the API answered ${submit.tenant}/${submit.key} with job ${submit.jobId}, the ledger has ${job.id}`, events: ctx.eventsOf(job.id) });
+          violations.push({
+            jobId: job.id,
+            message: `the API answered ${submit.tenant}/${submit.key} with job ${submit.jobId}, the ledger has ${job.id}`,
+            events: ctx.eventsOf(job.id),
+          });
         }
       }
     }
   }
   for (const { job } of ctx.ledger.values()) {
-    if (job.idempotencyKey === null) violations.push({ jobId: job.id, message: `job ${job.id} has no idempotency key; every chaos submission had one`, events: ctx.eventsOf(job.id) });
+    if (job.idempotencyKey === null)
+      violations.push({ jobId: job.id, message: `job ${job.id} has no idempotency key; every chaos submission had one`, events: ctx.eventsOf(job.id) });
   }
   return result('idempotency', 'G2', title, ctx.keys.size, violations);
 }
@@ -644,7 +685,7 @@ function attemptOf(ctx: Context, jobId: string, attempt: number): AttemptRecord 
 }
 
 function noStaleAccepted(ctx: Context): InvariantResult {
-  const title = "nothing from a stale attempt accepted: grants, renewals, fences, progress and settles only for the live attempt";
+  const title = 'nothing from a stale attempt accepted: grants, renewals, fences, progress and settles only for the live attempt';
   if (!ctx.hasLedger) return noLedger('no-stale-accepted', 'G3', title);
   const violations: Violation[] = [];
   let checked = 0;
@@ -682,7 +723,8 @@ function noStaleAccepted(ctx: Context): InvariantResult {
           checked++;
           const record = attemptOf(ctx, jobId, attempt);
           if (!record) flag(jobId, `lease of ${jobId}@${attempt} granted, but the ledger has no attempt ${attempt}`);
-          else if (record.worker !== c.req.worker) flag(jobId, `lease of ${jobId}@${attempt} granted to ${String(c.req.worker)}, the ledger names ${record.worker}`);
+          else if (record.worker !== c.req.worker)
+            flag(jobId, `lease of ${jobId}@${attempt} granted to ${String(c.req.worker)}, the ledger names ${record.worker}`);
           else if (record.endedAt !== null && record.endedAt < c.t - tolerance.answer) {
             flag(jobId, `lease of ${jobId}@${attempt} granted (again) ${c.t - record.endedAt} ms after the attempt ended (${record.outcome})`);
           }
@@ -697,7 +739,10 @@ function noStaleAccepted(ctx: Context): InvariantResult {
         const job = ctx.ledger.get(jobId)?.job;
         if (!record) flag(jobId, `${c.op} of ${jobId}@${attempt} accepted, but the ledger has no attempt ${attempt}`);
         else if (record.outcome !== expected) {
-          flag(jobId, `${c.op} of ${jobId}@${attempt} accepted as ${String(c.ans.transition)}, but the ledger says attempt ${attempt} ${record.outcome ?? 'never ended'}: a stale settle was accepted`);
+          flag(
+            jobId,
+            `${c.op} of ${jobId}@${attempt} accepted as ${String(c.ans.transition)}, but the ledger says attempt ${attempt} ${record.outcome ?? 'never ended'}: a stale settle was accepted`,
+          );
         } else if (record.endedAt !== null && record.endedAt < c.t - tolerance.answer - 1000) {
           flag(jobId, `${c.op} of ${jobId}@${attempt} accepted long after the attempt ended`);
         } else if (terminalTransitions.has(String(c.ans.transition)) && job && job.attempt !== attempt) {
@@ -746,7 +791,10 @@ function staleOutput(ctx: Context): InvariantResult {
       events: ctx.eventsOf(jobId),
     });
   }
-  const note = raced > 0 ? `${raced} outputs were stored late after a fence that had passed while the lease was live (the fence-then-write race; harmless, attempt-scoped)` : undefined;
+  const note =
+    raced > 0
+      ? `${raced} outputs were stored late after a fence that had passed while the lease was live (the fence-then-write race; harmless, attempt-scoped)`
+      : undefined;
   return result('fenced-output', 'G3', title, checked, violations, note);
 }
 
@@ -776,7 +824,8 @@ function outputMatches(ctx: Context): InvariantResult {
       else if (data.sha256 !== undefined && stored.sha256 !== data.sha256) problems.push(`output ${name} holds other bytes than attempt ${job.attempt} wrote`);
     }
     const received = ctx.results.get(job.id)?.[0]?.body;
-    if (received && JSON.stringify(received.result?.outputs ?? {}) !== JSON.stringify(outputs)) problems.push('the result message names other outputs than the ledger');
+    if (received && JSON.stringify(received.result?.outputs ?? {}) !== JSON.stringify(outputs))
+      problems.push('the result message names other outputs than the ledger');
     if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id}: ${problems.join('; ')}`, events: ctx.eventsOf(job.id) });
   }
   return result('output-matches', 'G3', title, checked, violations);
@@ -802,11 +851,14 @@ function attemptsBounded(ctx: Context): InvariantResult {
     for (let i = 0; i + 1 < attempts.length; i++) {
       const a = attempts[i]!;
       const next = attempts[i + 1]!;
-      if (a.outcome !== 'retried' && a.outcome !== 'expired' && a.outcome !== 'released') problems.push(`attempt ${a.attempt} ended ${a.outcome} and yet attempt ${next.attempt} followed`);
+      if (a.outcome !== 'retried' && a.outcome !== 'expired' && a.outcome !== 'released')
+        problems.push(`attempt ${a.attempt} ended ${a.outcome} and yet attempt ${next.attempt} followed`);
       if (a.endedAt === null) problems.push(`attempt ${a.attempt} never ended and yet attempt ${next.attempt} followed`);
       // A handed-back attempt's successor is due at once: no backoff to check.
       else if (c && a.outcome !== 'released' && next.startedAt < a.endedAt + backoff(c, a.attempt) - tolerance.clock) {
-        problems.push(`attempt ${next.attempt} started ${next.startedAt - a.endedAt} ms after attempt ${a.attempt} ended; the backoff is ${backoff(c, a.attempt)} ms`);
+        problems.push(
+          `attempt ${next.attempt} started ${next.startedAt - a.endedAt} ms after attempt ${a.attempt} ended; the backoff is ${backoff(c, a.attempt)} ms`,
+        );
       }
     }
     if (job.state === 'failed' && job.failureReason === 'exhausted' && job.attempt < job.maxAttempts) {
@@ -825,7 +877,8 @@ function permanentOnce(ctx: Context): InvariantResult {
   for (const { job, attempts } of ctx.ledger.values()) {
     const problems: string[] = [];
     for (const a of attempts) {
-      if (a.error?.class === 'permanent' && a.attempt !== attempts.length) problems.push(`attempt ${a.attempt} failed permanently and yet attempt ${a.attempt + 1} followed`);
+      if (a.error?.class === 'permanent' && a.attempt !== attempts.length)
+        problems.push(`attempt ${a.attempt} failed permanently and yet attempt ${a.attempt + 1} followed`);
       if (a.outcome === 'retried' && a.error?.class === 'permanent') problems.push(`attempt ${a.attempt}'s permanent error was retried`);
     }
     const info = ctx.keyInfoOf(job);
@@ -840,7 +893,8 @@ function permanentOnce(ctx: Context): InvariantResult {
       if (job.state === 'failed' && job.failureReason === 'permanent') {
         const later = ctx.eventsOf(job.id).filter((e) => e.kind === 'run_start' && e.attempt > job.attempt);
         if (later.length > 0) problems.push(`ran again (attempt ${(later[0] as HistoryEventOf<'run_start'>).attempt}) after failing permanently`);
-        if (attempts.slice(0, -1).some((a) => !takenAway(a.outcome))) problems.push('an attempt before the permanent failure ended otherwise than by losing its lease');
+        if (attempts.slice(0, -1).some((a) => !takenAway(a.outcome)))
+          problems.push('an attempt before the permanent failure ended otherwise than by losing its lease');
       } else if (job.state === 'failed' && attempts.some((a) => !takenAway(a.outcome))) {
         problems.push(`failed ${job.failureReason}, though an attempt ended by itself (a permanent error should have failed it as permanent)`);
       }
@@ -867,10 +921,16 @@ function transientRetried(ctx: Context): InvariantResult {
     checked++;
     const failUntil = info!.input.failUntil ?? 1;
     const problems: string[] = [];
-    if (job.state === 'finished' && job.attempt < failUntil) problems.push(`finished at attempt ${job.attempt}, though attempts before ${failUntil} always fail`);
+    if (job.state === 'finished' && job.attempt < failUntil)
+      problems.push(`finished at attempt ${job.attempt}, though attempts before ${failUntil} always fail`);
     if (job.state === 'failed' && job.failureReason !== 'exhausted') problems.push(`failed ${job.failureReason}, not exhausted`);
     if (job.state === 'failed' && attempts.length < job.maxAttempts) problems.push(`failed after ${attempts.length} of ${job.maxAttempts} attempts`);
-    if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id} (${behaviour}, fails until attempt ${failUntil}): ${problems.join('; ')}`, events: ctx.eventsOf(job.id) });
+    if (problems.length > 0)
+      violations.push({
+        jobId: job.id,
+        message: `job ${job.id} (${behaviour}, fails until attempt ${failUntil}): ${problems.join('; ')}`,
+        events: ctx.eventsOf(job.id),
+      });
   }
   return result('transient-retried', 'G5', title, checked, violations);
 }
@@ -884,7 +944,10 @@ function fatalStops(ctx: Context): InvariantResult {
     const exit = ctx.history.find((x): x is HistoryEventOf<'proc_exit'> => x.kind === 'proc_exit' && x.child === e.pid && x.t >= e.t);
     if (!exit) violations.push({ message: `worker pid ${e.pid} hit a Fatal error and never exited`, events: [e] });
     else if (exit.cause !== 'nemesis' && exit.cause !== 'shutdown' && exit.code !== fatalExitCode) {
-      violations.push({ message: `worker pid ${e.pid} hit a Fatal error and exited with code ${exit.code} signal ${exit.signal}, not ${fatalExitCode}`, events: [e, exit] });
+      violations.push({
+        message: `worker pid ${e.pid} hit a Fatal error and exited with code ${exit.code} signal ${exit.signal}, not ${fatalExitCode}`,
+        events: [e, exit],
+      });
     }
   }
   return result('fatal-stops-worker', 'G5', `a Fatal error stops its worker, which exits ${fatalExitCode} to be restarted clean`, checked, violations);
@@ -913,10 +976,14 @@ function ackEarly(ctx: Context): InvariantResult {
   let longRuns = 0;
   for (const e of ctx.history) {
     if (e.kind !== 'run_start') continue;
-    const done = ctx.eventsOf(e.jobId).find((x) => x.kind === 'worker_event' && x.ev.type === 'job_done' && (x.ev as { attempt: number }).attempt === e.attempt);
+    const done = ctx
+      .eventsOf(e.jobId)
+      .find((x) => x.kind === 'worker_event' && x.ev.type === 'job_done' && (x.ev as { attempt: number }).attempt === e.attempt);
     if (done && done.t - e.t > timeout) longRuns++;
   }
-  const note = `${longRuns} runs outlasted the ${timeout} ms consumer timeout` + (excused > 0 ? `; ${excused} timeouts of consumers whose connection the nemesis had cut or frozen were excused` : '');
+  const note =
+    `${longRuns} runs outlasted the ${timeout} ms consumer timeout` +
+    (excused > 0 ? `; ${excused} timeouts of consumers whose connection the nemesis had cut or frozen were excused` : '');
   return result('ack-early', 'G4', "no consumer is cut off by the broker's consumer timeout, however long its jobs run", longRuns, violations, note);
 }
 
@@ -926,7 +993,7 @@ function sweepPrompt(ctx: Context): InvariantResult {
   const c = ctx.config;
   const lastRenewal = new Map<string, number>();
   for (const control of ctx.controls) {
-    if (control.op === 'lease' && control.ans.granted === true) lastRenewal.set(`${control.req.jobId}@${control.req.attempt}`, control.t);
+    if (control.op === 'lease' && control.ans.granted === true) lastRenewal.set(`${String(control.req.jobId)}@${String(control.req.attempt)}`, control.t);
     if (control.op === 'heartbeat' && Array.isArray(control.ans.renewed)) {
       for (const r of control.ans.renewed as Array<{ jobId: string; attempt: number }>) lastRenewal.set(`${r.jobId}@${r.attempt}`, control.t);
     }
@@ -946,11 +1013,22 @@ function sweepPrompt(ctx: Context): InvariantResult {
       checked++;
       const limit = c.leaseTtlMs + c.sweepMs + tolerance.sweep;
       if (a.endedAt - renewed > limit) {
-        violations.push({ jobId: job.id, message: `${job.id}@${a.attempt} expired ${a.endedAt - renewed} ms after its last renewal (limit ${limit} ms)`, events: ctx.eventsOf(job.id) });
+        violations.push({
+          jobId: job.id,
+          message: `${job.id}@${a.attempt} expired ${a.endedAt - renewed} ms after its last renewal (limit ${limit} ms)`,
+          events: ctx.eventsOf(job.id),
+        });
       }
     }
   }
-  return result('sweep-prompt', 'G6', title, checked, violations, excused > 0 ? `${excused} expiries spanned an orchestrator restart and were not timed` : undefined);
+  return result(
+    'sweep-prompt',
+    'G6',
+    title,
+    checked,
+    violations,
+    excused > 0 ? `${excused} expiries spanned an orchestrator restart and were not timed` : undefined,
+  );
 }
 
 function liveness(ctx: Context): InvariantResult {
@@ -960,17 +1038,31 @@ function liveness(ctx: Context): InvariantResult {
   const bound = ctx.livenessBoundMs();
   const drain = ctx.history.find((e): e is HistoryEventOf<'drain'> => e.kind === 'drain');
   if (drain && !drain.complete) {
-    violations.push({ message: `the drain gave up after ${drain.waitedMs} ms with ${drain.missing.length} acknowledged submissions unanswered`, events: [drain] });
+    violations.push({
+      message: `the drain gave up after ${drain.waitedMs} ms with ${drain.missing.length} acknowledged submissions unanswered`,
+      events: [drain],
+    });
   }
   for (const { job } of ctx.ledger.values()) {
     const info = ctx.keyInfoOf(job);
     const from = Math.max(ctx.lastHealAt, info?.firstAckAt ?? job.createdAt);
     if (job.endedAt === null) continue; // no-loss reports it
     if (job.endedAt > from + bound) {
-      violations.push({ jobId: job.id, message: `job ${job.id} ended ${job.endedAt - from} ms after the last heal (bound ${bound} ms)`, events: ctx.eventsOf(job.id) });
+      violations.push({
+        jobId: job.id,
+        message: `job ${job.id} ended ${job.endedAt - from} ms after the last heal (bound ${bound} ms)`,
+        events: ctx.eventsOf(job.id),
+      });
     }
   }
-  return result('liveness', 'G6', title, ctx.ledger.size, violations, `bound ${bound} ms; the last job ended ${Math.max(0, ctx.lastTerminalAt - ctx.lastHealAt)} ms after the last heal`);
+  return result(
+    'liveness',
+    'G6',
+    title,
+    ctx.ledger.size,
+    violations,
+    `bound ${bound} ms; the last job ended ${Math.max(0, ctx.lastTerminalAt - ctx.lastHealAt)} ms after the last heal`,
+  );
 }
 
 // ---------------------------------------------------------------- G7, G8
@@ -983,14 +1075,18 @@ function admission(ctx: Context): InvariantResult {
   for (const e of ctx.history) {
     if (e.kind === 'proc_exit' && e.role === 'worker') running.delete(e.child);
     if (e.kind !== 'worker_event') continue;
-    const ev = e.ev as WorkerEvent;
+    const ev = e.ev;
     const set = running.get(e.pid) ?? new Set<string>();
     running.set(e.pid, set);
     if (ev.type === 'lease_granted') {
       checked++;
       set.add(`${ev.jobId}@${ev.attempt}`);
       if (set.size > slots) {
-        violations.push({ jobId: ev.jobId, message: `worker pid ${e.pid} ran ${set.size} jobs at once with ${slots} slots (${[...set].join(', ')})`, events: [e] });
+        violations.push({
+          jobId: ev.jobId,
+          message: `worker pid ${e.pid} ran ${set.size} jobs at once with ${slots} slots (${[...set].join(', ')})`,
+          events: [e],
+        });
       }
     } else if (ev.type === 'job_done') {
       set.delete(`${ev.jobId}@${ev.attempt}`);
@@ -1015,7 +1111,8 @@ function tenancy(ctx: Context): InvariantResult {
         if (!e.routingKey.startsWith(`${job.tenant}.${job.type}.`)) problems.push(`result routed as ${e.routingKey}`);
       } else if (e.kind === 'publish') {
         const body = e.body as { tenant?: string };
-        if (body.tenant !== job.tenant || e.tenantHeader !== job.tenant) problems.push(`message published for tenant ${body.tenant} with header ${e.tenantHeader}`);
+        if (body.tenant !== job.tenant || e.tenantHeader !== job.tenant)
+          problems.push(`message published for tenant ${body.tenant} with header ${e.tenantHeader}`);
       } else if (e.kind === 'run_start' && e.tenant !== job.tenant) {
         problems.push(`attempt ${e.attempt} ran for tenant ${e.tenant}`);
       }
@@ -1023,7 +1120,8 @@ function tenancy(ctx: Context): InvariantResult {
     for (const path of Object.values(job.result?.outputs ?? {})) {
       if (!path.includes(`/${job.tenant}/${job.id}/`)) problems.push(`output stored at ${path}, outside the tenant's folder`);
     }
-    if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id} (${job.tenant}): ${[...new Set(problems)].join('; ')}`, events: ctx.eventsOf(job.id) });
+    if (problems.length > 0)
+      violations.push({ jobId: job.id, message: `job ${job.id} (${job.tenant}): ${[...new Set(problems)].join('; ')}`, events: ctx.eventsOf(job.id) });
   }
   return result('tenancy', 'G8', title, checked, violations);
 }
@@ -1040,7 +1138,8 @@ function quiescent(ctx: Context): InvariantResult {
   else if (queues.error) violations.push({ message: `queue depths could not be read: ${queues.error}`, events: [queues] });
   else {
     for (const q of queues.queues) {
-      if (q.messages > 0 || q.unacked > 0) violations.push({ message: `queue ${q.name} still holds ${q.messages} ready and ${q.unacked} unacked messages`, events: [queues] });
+      if (q.messages > 0 || q.unacked > 0)
+        violations.push({ message: `queue ${q.name} still holds ${q.messages} ready and ${q.unacked} unacked messages`, events: [queues] });
     }
   }
   return result('quiescent', 'end', 'the outbox and every queue empty at the end', (queues?.queues.length ?? 0) + 1, violations);
@@ -1059,7 +1158,13 @@ function processHealth(ctx: Context): InvariantResult {
       violations.push({ message: `${e.name} (pid ${e.child}) did not stop cleanly at the end: code ${e.code}, signal ${e.signal}`, events: [e] });
     }
   }
-  return result('process-health', 'ops', 'no process dies unless the nemesis kills it or a Fatal job stops it; each stops cleanly at the end', checked, violations);
+  return result(
+    'process-health',
+    'ops',
+    'no process dies unless the nemesis kills it or a Fatal job stops it; each stops cleanly at the end',
+    checked,
+    violations,
+  );
 }
 
 /** Why the orchestrator's answer to a forged request is not a refusal, or undefined when it is. */
@@ -1081,7 +1186,8 @@ function forgeryAccepted(forgery: HistoryEventOf<'forgery'>): string | undefined
 }
 
 function forgeriesRefused(ctx: Context): InvariantResult {
-  const title = "no forged control request is accepted: a lease without the holder's secret, a heartbeat for another live worker, a settle with a guessed token, anything without the fleet key";
+  const title =
+    "no forged control request is accepted: a lease without the holder's secret, a heartbeat for another live worker, a settle with a guessed token, anything without the fleet key";
   const violations: Violation[] = [];
   let checked = 0;
   for (const event of ctx.history) {
@@ -1090,7 +1196,11 @@ function forgeriesRefused(ctx: Context): InvariantResult {
     const accepted = forgeryAccepted(event);
     if (accepted) {
       const jobId = typeof event.req.jobId === 'string' ? event.req.jobId : undefined;
-      violations.push({ ...(jobId ? { jobId } : {}), message: `a forged ${event.op} (${event.withKey ? 'with' : 'without'} the fleet key) was ${accepted}`, events: [event, ...(jobId ? ctx.ledgerEvent(jobId) : [])] });
+      violations.push({
+        ...(jobId ? { jobId } : {}),
+        message: `a forged ${event.op} (${event.withKey ? 'with' : 'without'} the fleet key) was ${accepted}`,
+        events: [event, ...(jobId ? ctx.ledgerEvent(jobId) : [])],
+      });
     }
   }
   for (const { job, event } of ctx.ledger.values()) {

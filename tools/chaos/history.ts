@@ -167,7 +167,9 @@ export class HistoryWriter {
 export function readHistory(dir: string): HistoryEvent[] {
   const events: Array<{ event: HistoryEvent; order: number }> = [];
   let order = 0;
-  for (const name of readdirSync(dir).filter((n) => n.endsWith('.jsonl')).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((n) => n.endsWith('.jsonl'))
+    .sort()) {
     for (const line of readFileSync(join(dir, name), 'utf8').split('\n')) {
       if (line.trim() === '') continue;
       try {

@@ -30,7 +30,11 @@ async function main(): Promise<number> {
     const http = plan.jobs.filter((j) => j.submissions[0]!.transport === 'http').length;
     console.log(`seed ${options.seed} (${options.broker} broker): fault schedule ${plan.fingerprint.faults}, jobs ${plan.fingerprint.jobs}`);
     for (const fault of plan.faults) console.log(`  ${describeFault(fault)}`);
-    console.log(`  ${plan.jobs.length} jobs: ${Object.entries(mix).map(([k, v]) => `${k} ${v}`).join(', ')}; ${repeats} sent twice; ${http} first over HTTP`);
+    console.log(
+      `  ${plan.jobs.length} jobs: ${Object.entries(mix)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}; ${repeats} sent twice; ${http} first over HTTP`,
+    );
     return 0;
   }
   const outcome = await runChaos(options);

@@ -32,7 +32,9 @@ export const usage = `usage: npm run chaos -- [options]
   --workers N  --slots N  --lease-ttl D  --heartbeat D  --sweep D  --backoff D  --redispatch D
   --faults a,b,...       fault kinds to use (default all that apply): ${faultKinds.join(', ')}
   --run-ms MIN-MAX       how long a job works (default 50-1000; long and hang jobs aside)
-  --mix k=w,...          job behaviours and their weights (default ${Object.entries(defaultBehaviourWeights).map(([k, w]) => `${k}=${w}`).join(',')})
+  --mix k=w,...          job behaviours and their weights (default ${Object.entries(defaultBehaviourWeights)
+    .map(([k, w]) => `${k}=${w}`)
+    .join(',')})
   --run-dir DIR          where the history, logs and report go (default: a temp folder,
                          removed after a passing run unless --keep)
   --keep                 keep the run folder after a passing run
@@ -89,7 +91,13 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
   const broker = (values.broker ?? 'rabbitmq') as 'rabbitmq' | 'embedded';
   if (broker !== 'rabbitmq' && broker !== 'embedded') throw new UsageError(`--broker must be rabbitmq or embedded, got "${values.broker}"`);
   const applicable: readonly FaultKind[] = broker === 'embedded' ? embeddedFaultKinds : faultKinds;
-  const faults = values.faults === undefined ? [...applicable] : values.faults.split(',').map((f) => f.trim()).filter(Boolean);
+  const faults =
+    values.faults === undefined
+      ? [...applicable]
+      : values.faults
+          .split(',')
+          .map((f) => f.trim())
+          .filter(Boolean);
   for (const f of faults) {
     if (!(faultKinds as readonly string[]).includes(f)) throw new UsageError(`unknown fault kind "${f}"`);
     if (!(applicable as readonly string[]).includes(f)) {

@@ -24,9 +24,7 @@ export const faultKinds = [
 export type FaultKind = (typeof faultKinds)[number];
 
 /** What applies when the orchestrator runs the embedded broker: a broker fault is an orchestrator kill. */
-export const embeddedFaultKinds: readonly FaultKind[] = faultKinds.filter(
-  (kind) => !kind.startsWith('broker-') && kind !== 'orchestrator-partition',
-);
+export const embeddedFaultKinds: readonly FaultKind[] = faultKinds.filter((kind) => !kind.startsWith('broker-') && kind !== 'orchestrator-partition');
 
 export interface PlannedFault {
   id: number;

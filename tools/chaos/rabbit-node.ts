@@ -51,10 +51,7 @@ export class RabbitNode {
     for (const sub of ['mnesia', 'log', 'home']) mkdirSync(join(dir, sub), { recursive: true });
     writeFileSync(join(dir, 'enabled_plugins'), '');
     writeFileSync(join(dir, 'rabbitmq.conf'), `listeners.tcp.1 = 127.0.0.1:${port}\n`);
-    writeFileSync(
-      join(dir, 'advanced.config'),
-      `[{rabbit, [{consumer_timeout, ${options.consumerTimeoutMs}}, {channel_tick_interval, 1000}]}].\n`,
-    );
+    writeFileSync(join(dir, 'advanced.config'), `[{rabbit, [{consumer_timeout, ${options.consumerTimeoutMs}}, {channel_tick_interval, 1000}]}].\n`);
     // Our own env file, so the system's (which names the shared node) is not read.
     writeFileSync(join(dir, 'rabbitmq-env.conf'), 'ERL_EPMD_ADDRESS=127.0.0.1\n');
     this.pidFile = join(dir, 'beam.pid');

@@ -139,7 +139,7 @@ class RecordingBroker implements Broker {
       to,
       ...(routingKey === undefined ? {} : { routingKey }),
       messageId: options?.messageId ?? null,
-      tenantHeader: typeof options?.headers?.[tenantHeader] === 'string' ? (options.headers[tenantHeader] as string) : null,
+      tenantHeader: typeof options?.headers?.[tenantHeader] === 'string' ? options.headers[tenantHeader] : null,
       body: parseJson(body),
     };
     try {

@@ -27,20 +27,32 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
   for (const f of report.faults) {
     const duration = f.durationMs === null ? '   ?  ' : `${(f.durationMs / 1000).toFixed(1).padStart(5)}s`;
     const ok = f.ok === null ? 'unhealed' : f.ok ? 'ok' : 'NOT OK';
-    lines.push(`  #${String(f.id).padEnd(3)} +${(f.atMs / 1000).toFixed(1).padStart(6)}s  ${f.kind.padEnd(22)} ${f.target.padEnd(12)} ${duration}  ${ok.padEnd(8)} ${f.detail ?? ''}`.trimEnd());
+    lines.push(
+      `  #${String(f.id).padEnd(3)} +${(f.atMs / 1000).toFixed(1).padStart(6)}s  ${f.kind.padEnd(22)} ${f.target.padEnd(12)} ${duration}  ${ok.padEnd(8)} ${f.detail ?? ''}`.trimEnd(),
+    );
   }
   const jobFaults = Object.entries(report.jobFaults).map(([k, v]) => `${k.replace(/^job /, '')} ${v}`);
   lines.push(`  job code: ${jobFaults.length > 0 ? jobFaults.join(', ') : 'none'}`);
 
   const j = report.jobs;
-  const transports = Object.entries(j.submissions.byTransport).map(([k, v]) => `${k} ${v}`).join(', ');
+  const transports = Object.entries(j.submissions.byTransport)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
   lines.push(
     '',
     `Jobs: ${j.submitted} keys submitted, ${j.acked} acknowledged (${j.submissions.acked} acked of ${j.submissions.sent} tries: ${transports}; ${j.submissions.repeats} acked repeats); ${j.inLedger} in the ledger`,
-    `  ${Object.entries(j.byOutcome).sort().map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    `  ${Object.entries(j.byOutcome)
+      .sort()
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
   );
   for (const [behaviour, outcomes] of Object.entries(j.byBehaviour).sort()) {
-    lines.push(`  ${behaviour.padEnd(13)} ${Object.entries(outcomes).sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    lines.push(
+      `  ${behaviour.padEnd(13)} ${Object.entries(outcomes)
+        .sort()
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
   }
 
   lines.push('', 'Invariants:');
@@ -99,7 +111,10 @@ function excerpt(v: Violation, max: number): { shown: HistoryEvent[]; note: stri
     const shown = near.length <= max ? near : near.slice(-max);
     return { shown, note: ` (${shown.length} of ${v.events.length} events, around the ones above, without heartbeats and progress)` };
   }
-  return { shown: [...quiet.slice(0, max - 5), ...quiet.slice(-5)], note: ` (first ${max - 5} and last 5 of ${quiet.length}, without heartbeats and progress)` };
+  return {
+    shown: [...quiet.slice(0, max - 5), ...quiet.slice(-5)],
+    note: ` (first ${max - 5} and last 5 of ${quiet.length}, without heartbeats and progress)`,
+  };
 }
 
 /** One event on one line: time from the start, who, what. */

@@ -165,7 +165,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     if (http) {
       for (const tenant of options.tenants) keys.set(tenant, await createKey(options.cli, tenant, dirs.orchestrator));
     }
-    log(http ? `HTTP API on 127.0.0.1:${httpPort}, keys for ${options.tenants.join(', ')}` : 'this build has no HTTP API (no orchestrator --port): every submission goes over the queue');
+    log(
+      http
+        ? `HTTP API on 127.0.0.1:${httpPort}, keys for ${options.tenants.join(', ')}`
+        : 'this build has no HTTP API (no orchestrator --port): every submission goes over the queue',
+    );
 
     const config: RunConfig = {
       seed: options.seed,
@@ -195,7 +199,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
 
     // The orchestrator and the embedded broker are one process: nothing to put between them.
     for (const name of [...(embedded ? [] : ['orchestrator']), ...workerNames(options.workers)]) {
-      proxies.set(name, node ? await FaultProxy.start({ port: node.port }) : await FaultProxy.start({ path: brokerSocket }, { path: join(runDir, `${name}.sock`) }));
+      proxies.set(
+        name,
+        node ? await FaultProxy.start({ port: node.port }) : await FaultProxy.start({ path: brokerSocket }, { path: join(runDir, `${name}.sock`) }),
+      );
     }
     const brokerArgs = (name: string): string[] => {
       if (node) return ['--amqp', `amqp://guest:guest@127.0.0.1:${proxies.get(name)!.port}`];
@@ -235,12 +242,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
         args: [
           'orchestrator',
           ...brokerArgs('orchestrator'),
-          '--data-dir', dirs.orchestrator,
-          '--lease-ttl', `${options.leaseTtlMs}ms`,
-          '--sweep-interval', `${options.sweepMs}ms`,
-          '--backoff', `${options.backoffMs}ms`,
-          '--redispatch-after', `${options.redispatchMs}ms`,
-          '--prefix', prefix,
+          '--data-dir',
+          dirs.orchestrator,
+          '--lease-ttl',
+          `${options.leaseTtlMs}ms`,
+          '--sweep-interval',
+          `${options.sweepMs}ms`,
+          '--backoff',
+          `${options.backoffMs}ms`,
+          '--redispatch-after',
+          `${options.redispatchMs}ms`,
+          '--prefix',
+          prefix,
           ...(httpPort === undefined ? [] : ['--port', String(httpPort)]),
         ],
         env: env('orchestrator'),
@@ -265,15 +278,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
           args: [
             'worker',
             ...brokerArgs(name),
-            '--jobs', options.jobTypesModule,
-            '--slots', String(options.slots),
-            '--heartbeat-interval', `${options.heartbeatMs}ms`,
-            '--control-timeout', `${options.controlTimeoutMs}ms`,
-            '--abort-grace', `${options.abortGraceMs}ms`,
-            '--stop-grace', '5s',
-            '--prefix', prefix,
-            '--output-dir', dirs.outputs,
-            '--scratch-dir', join(dirs.scratch, name),
+            '--jobs',
+            options.jobTypesModule,
+            '--slots',
+            String(options.slots),
+            '--heartbeat-interval',
+            `${options.heartbeatMs}ms`,
+            '--control-timeout',
+            `${options.controlTimeoutMs}ms`,
+            '--abort-grace',
+            `${options.abortGraceMs}ms`,
+            '--stop-grace',
+            '5s',
+            '--prefix',
+            prefix,
+            '--output-dir',
+            dirs.outputs,
+            '--scratch-dir',
+            join(dirs.scratch, name),
           ],
           env: env(name),
           readyText: '"msg":"worker ready"',
@@ -310,13 +332,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       liveWithinMs: options.leaseTtlMs,
     });
     adversary.start();
-    nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, ...(node ? { broker: node } : {}) }, history, (m) => log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`));
+    nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, ...(node ? { broker: node } : {}) }, history, (m) =>
+      log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`),
+    );
     const lastHeal = await nemesis.run(startedAt);
     log(`last fault healed at +${((lastHeal - startedAt) / 1000).toFixed(1)}s; waiting for the submissions`);
     await submitter.done();
     await adversary.stop();
     log(`the adversary sent ${adversary.sent} forged control requests`);
-    history.record({ kind: 'submissions_done', planned: plan.jobs.reduce((n, j) => n + j.submissions.length, 0), acked: submitter.acked, unacked: submitter.unacked });
+    history.record({
+      kind: 'submissions_done',
+      planned: plan.jobs.reduce((n, j) => n + j.submissions.length, 0),
+      acked: submitter.acked,
+      unacked: submitter.unacked,
+    });
 
     // The drain: every acknowledged submission answered by a result message.
     const drainStart = Date.now();
@@ -381,7 +410,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   if (failure !== undefined) report.ok = false;
   const elapsedMs = Date.now() - began;
   let text = formatReport(report, { elapsedMs });
-  if (failure !== undefined) text += `\nthe run itself failed: ${failure instanceof Error ? failure.message : String(failure)}`;
+  if (failure !== undefined) text += `\nthe run itself failed: ${failure instanceof Error ? failure.message : JSON.stringify(failure)}`;
   writeFileSync(join(runDir, 'report.json'), JSON.stringify(report, null, 2));
   writeFileSync(join(runDir, 'report.txt'), `${text}\n`);
   const kept = options.keep || !report.ok;

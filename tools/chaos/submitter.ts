@@ -44,11 +44,14 @@ export class Submitter {
   schedule(jobs: readonly PlannedJob[], startedAt: number): void {
     for (const job of jobs) {
       job.submissions.forEach((submission, copy) => {
-        const timer = setTimeout(() => {
-          this.timers.delete(timer);
-          const task = this.submit(job, copy, submission.transport).finally(() => this.pending.delete(task));
-          this.pending.add(task);
-        }, Math.max(0, startedAt + submission.atMs - Date.now()));
+        const timer = setTimeout(
+          () => {
+            this.timers.delete(timer);
+            const task = this.submit(job, copy, submission.transport).finally(() => this.pending.delete(task));
+            this.pending.add(task);
+          },
+          Math.max(0, startedAt + submission.atMs - Date.now()),
+        );
         this.timers.add(timer);
       });
     }

@@ -76,8 +76,8 @@ export class Supervised {
         this.readyWaiters.clear();
       }
     };
-    child.stdout!.on('data', onOutput);
-    child.stderr!.on('data', onOutput);
+    child.stdout.on('data', onOutput);
+    child.stderr.on('data', onOutput);
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
         this.onExit(child, code, signal, tail);

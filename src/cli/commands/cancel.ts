@@ -39,7 +39,9 @@ async function cancel(id: string, flags: ClientFlags): Promise<void> {
     return;
   }
   if (job.state === 'running') {
-    console.log(`${id} ${stateLabel(job)}, ${attemptLabel(job)}: cancel requested; its worker stops it at its next heartbeat (follow it with: planrun watch ${id})`);
+    console.log(
+      `${id} ${stateLabel(job)}, ${attemptLabel(job)}: cancel requested; its worker stops it at its next heartbeat (follow it with: planrun watch ${id})`,
+    );
     return;
   }
   console.log(`${id} ${stateLabel(job)}, ${attemptLabel(job)}`);

@@ -60,7 +60,7 @@ export async function demo(flags: DemoFlags): Promise<void> {
       for (const problem of outcome.problems) console.log(`NOT AS PROMISED: ${problem}`);
       process.exitCode = 1;
     } else {
-      console.log('Every job ended finished or failed, each with exactly one result message; the killed worker\'s job ran again as its next attempt.');
+      console.log("Every job ended finished or failed, each with exactly one result message; the killed worker's job ran again as its next attempt.");
     }
   } finally {
     await stack.stop();

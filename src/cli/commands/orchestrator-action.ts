@@ -13,9 +13,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   const url = amqpUrl(flags.amqp);
   if (url && flags.brokerSocket) throw new UsageError('planrun orchestrator takes --amqp (RabbitMQ) or --broker-socket (embedded broker), not both');
   if (!url && !flags.brokerSocket) {
-    throw new UsageError(
-      'planrun orchestrator needs a broker: --amqp URL (or PLANRUN_AMQP_URL) for RabbitMQ, or --broker-socket PATH to run the embedded one',
-    );
+    throw new UsageError('planrun orchestrator needs a broker: --amqp URL (or PLANRUN_AMQP_URL) for RabbitMQ, or --broker-socket PATH to run the embedded one');
   }
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");

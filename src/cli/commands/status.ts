@@ -10,7 +10,7 @@ export function registerStatusCommand(program: Command): void {
   clientOptions(
     program
       .command('status')
-      .description("show a job: state, attempt, progress, result or error, and its attempts")
+      .description('show a job: state, attempt, progress, result or error, and its attempts')
       .argument('<id>', 'the job id')
       .option('--json', 'print the job as the API returns it'),
   ).action(async (id: string, flags: StatusFlags) => {

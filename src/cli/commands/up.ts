@@ -43,7 +43,13 @@ export function registerUpCommand(program: Command): void {
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .addOption(durationFlag('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', defaultLedgerConfig.backoffBaseMs))
     .addOption(durationFlag('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', 1_000))
-    .addOption(durationFlag('--stop-grace <duration>', 'on Ctrl-C, how long running jobs may take to finish before they are handed back (a second Ctrl-C: at once)', 30_000))
+    .addOption(
+      durationFlag(
+        '--stop-grace <duration>',
+        'on Ctrl-C, how long running jobs may take to finish before they are handed back (a second Ctrl-C: at once)',
+        30_000,
+      ),
+    )
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
     .action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }

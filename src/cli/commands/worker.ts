@@ -2,7 +2,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { ExitCode } from '../exit-codes.js';
 import { collect, durationFlag, listOption, positiveIntOption, sizeFlag } from '../options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */

@@ -118,7 +118,11 @@ export function requeued(job: Job, notBefore: number, now: number): Job {
  * per-row statements (round trips, on PostgreSQL); grouped by attempt number (the backoff
  * depends on it) it is three set-based statements per group. Answers each job's new attempt.
  */
-export function* requeueExpired(leases: readonly ExpiredLease[], error: SerializedError, { now, config }: OperationEnv): Plan<Array<{ jobId: string; attempt: number }>> {
+export function* requeueExpired(
+  leases: readonly ExpiredLease[],
+  error: SerializedError,
+  { now, config }: OperationEnv,
+): Plan<Array<{ jobId: string; attempt: number }>> {
   const requeuedLeases: Array<{ jobId: string; attempt: number }> = [];
   const errorText = JSON.stringify(error);
   for (const [attempt, group] of groupByAttempt(leases)) {

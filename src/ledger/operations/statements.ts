@@ -80,15 +80,7 @@ export interface LedgerStatements {
    * due (not_before <= now), it becomes running with the lease (token, worker as holder,
    * proof, deadline), no redispatch time, started_at kept or set to now. Answers the row after.
    */
-  grantLease(params: {
-    jobId: string;
-    attempt: number;
-    worker: string;
-    proof: string | null;
-    token: string;
-    deadline: number;
-    now: number;
-  }): Job | undefined;
+  grantLease(params: { jobId: string; attempt: number; worker: string; proof: string | null; token: string; deadline: number; now: number }): Job | undefined;
 
   /**
    * Guarded: lease_deadline := deadline where the job is running at `attempt`, held by
@@ -189,7 +181,13 @@ export interface LedgerStatements {
    * Up to `limit` jobs, newest first (by insertion sequence), with each one's sequence
    * number; each filter, when not null, narrows: tenant, state, type, and seq < before.
    */
-  selectJobPage(params: { tenant: string | null; state: JobState | null; type: string | null; before: number | null; limit: number }): Array<{ seq: number; job: Job }>;
+  selectJobPage(params: {
+    tenant: string | null;
+    state: JobState | null;
+    type: string | null;
+    before: number | null;
+    limit: number;
+  }): Array<{ seq: number; job: Job }>;
 
   /** How many jobs are in each state (states with none may be left out). */
   countJobsByState(params: Record<string, never>): Array<{ state: JobState; count: number }>;

@@ -53,7 +53,9 @@ export function describeTarget(connectionString: string, schema: string): Ledger
 const INT8_OID = 20;
 const types: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+    oid === INT8_OID && format !== 'binary'
+      ? (value: string) => Number(value)
+      : (pg.types.getTypeParser(oid, format) as unknown)) as pg.CustomTypesConfig['getTypeParser'],
 };
 
 const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
@@ -101,7 +103,7 @@ export async function migrate(client: pg.PoolClient, schema: string, target: Led
     // Only created when missing: CREATE SCHEMA needs a privilege an existing ledger does not.
     if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${schema}`);
     await client.query(`SET LOCAL search_path TO ${schema}`);
-    const table = await client.query(`SELECT to_regclass('schema_migrations') AS name`);
+    const table = await client.query<{ name: string | null }>(`SELECT to_regclass('schema_migrations') AS name`);
     if (table.rows[0]?.name === null) {
       const taken = await client.query<{ name: string }>(
         `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -128,11 +130,7 @@ export async function migrate(client: pg.PoolClient, schema: string, target: Led
     for (const migration of migrations) {
       if (migration.version <= current) continue;
       await client.query(migration.sql);
-      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
-        migration.version,
-        migration.name,
-        clock.now(),
-      ]);
+      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.name, clock.now()]);
     }
     await client.query('COMMIT');
   } catch (error) {
@@ -143,7 +141,7 @@ export async function migrate(client: pg.PoolClient, schema: string, target: Led
 
 export function sqlState(error: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'code' in error) {
-    const code = (error as { code: unknown }).code;
+    const code = error.code;
     return typeof code === 'string' ? code : undefined;
   }
   return undefined;
@@ -170,7 +168,9 @@ export function isConnectionFailure(error: unknown): boolean {
   }
   if (error instanceof AggregateError) return error.errors.some(isConnectionFailure);
   const message = error instanceof Error ? error.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection ended|Client was closed/i.test(message);
+  return /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection ended|Client was closed/i.test(
+    message,
+  );
 }
 
 /** A failure to open the ledger: the server, the database, the schema or its version. */

@@ -43,8 +43,7 @@ describe('postgres ledger storage', () => {
     const clock = new ManualClock();
     await withSharedSchema(1, clock, async ([ledger], schema) => {
       const job = await submitJob(ledger!);
-      const recorded = async () =>
-        (await schemas.admin.query(`SELECT version, name, applied_at FROM ${schema}.schema_migrations ORDER BY version`)).rows;
+      const recorded = async () => (await schemas.admin.query(`SELECT version, name, applied_at FROM ${schema}.schema_migrations ORDER BY version`)).rows;
       const before = await recorded();
       assert.deepEqual(
         before.map((r) => [r.version, r.name]),
@@ -71,10 +70,7 @@ describe('postgres ledger storage', () => {
       assert.match(def('outbox_one_result') ?? '', /UNIQUE INDEX .*\(job_id\) WHERE \(kind = 'result'::text\)/);
       assert.match(def('jobs_idempotency_key') ?? '', /UNIQUE INDEX .*\(tenant, idempotency_key\) WHERE \(idempotency_key IS NOT NULL\)/);
       const triggers = (
-        await schemas.admin.query(
-          `SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`,
-          [`${schema}.jobs`],
-        )
+        await schemas.admin.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [`${schema}.jobs`])
       ).rows.map((r) => r.tgname);
       assert.deepEqual(triggers, ['jobs_attempt_grows', 'jobs_state_edges', 'jobs_terminal_frozen']);
     });
@@ -202,7 +198,11 @@ describe('postgres ledger storage', () => {
           a!.submitMany(keys.map((k) => submitParams({ idempotencyKey: k }))),
           b!.submitMany([...keys].reverse().map((k) => submitParams({ idempotencyKey: k }))),
         ]);
-        assert.deepEqual(x.map((r) => r.job.id), [...y].reverse().map((r) => r.job.id), 'one job per key');
+        assert.deepEqual(
+          x.map((r) => r.job.id),
+          [...y].reverse().map((r) => r.job.id),
+          'one job per key',
+        );
         assert.equal([...x, ...y].filter((r) => r.created).length, keys.length, 'each key created once');
       }
 
@@ -236,7 +236,11 @@ describe('postgres ledger storage', () => {
 
   it('refuses a bad schema name or timing config loudly', async () => {
     await rejectsWith(openPostgresLedger({ connectionString: postgresUrl, schema: 'x; DROP TABLE jobs' }), 'invalid_input', 'schema');
-    await rejectsWith(openPostgresLedger({ connectionString: postgresUrl, schema: schemas.reserve(), config: { leaseTtlMs: -5 } }), 'invalid_input', 'leaseTtlMs');
+    await rejectsWith(
+      openPostgresLedger({ connectionString: postgresUrl, schema: schemas.reserve(), config: { leaseTtlMs: -5 } }),
+      'invalid_input',
+      'leaseTtlMs',
+    );
   });
 
   it('a storage failure during settle (disk full) fails the settle, rolls it back and announces nothing', async () => {

@@ -71,10 +71,7 @@ export function toJob(row: JobRow): Job {
     progressMessage: row.progress_message,
     result: row.result,
     failureReason: row.failure_reason,
-    error:
-      row.error_class === null
-        ? null
-        : { class: row.error_class, code: row.error_code ?? '', message: row.error_message ?? '' },
+    error: row.error_class === null ? null : { class: row.error_class, code: row.error_code ?? '', message: row.error_message ?? '' },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     startedAt: row.started_at,

@@ -253,8 +253,18 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   async selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): Promise<ExpiredLease[]> {
-    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>>(selectExpiredLeases, [now, limit]);
-    return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested, tenant: r.tenant, type: r.type }));
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>>(selectExpiredLeases, [
+      now,
+      limit,
+    ]);
+    return rows.map((r) => ({
+      id: r.id,
+      attempt: r.attempt,
+      maxAttempts: r.max_attempts,
+      cancelRequested: r.cancel_requested,
+      tenant: r.tenant,
+      type: r.type,
+    }));
   }
 
   requeueExpiredLeases(p: Params<'requeueExpiredLeases'>): Promise<number> {

@@ -66,7 +66,7 @@ function openError(file: string, error: unknown): LedgerError {
 
 export function sqliteCode(error: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'code' in error) {
-    const code = (error as { code: unknown }).code;
+    const code = error.code;
     return typeof code === 'string' ? code : undefined;
   }
   return undefined;

@@ -67,7 +67,7 @@ export class GroupCommitter {
   /** Runs `body` in a transaction shared with the other writes of this turn; resolves after its COMMIT. */
   write<T>(body: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ body, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({ body, resolve: resolve, reject });
       this.scheduled ??= setImmediate(() => this.flushLater());
     });
   }
@@ -77,7 +77,7 @@ export class GroupCommitter {
     try {
       return Promise.resolve(body());
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
   }
 

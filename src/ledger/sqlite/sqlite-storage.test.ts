@@ -29,7 +29,10 @@ describe('sqlite ledger storage', () => {
     const db = new Database(path, { readonly: true });
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
     const versions = db.prepare('SELECT version FROM schema_migrations ORDER BY version').pluck().all();
-    assert.deepEqual(versions, migrations.map((m) => m.version));
+    assert.deepEqual(
+      versions,
+      migrations.map((m) => m.version),
+    );
     db.close();
     const reopened = await openSqliteLedger({ path });
     await reopened.close();

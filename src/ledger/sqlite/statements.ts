@@ -153,7 +153,10 @@ export class SqliteStatements implements LedgerStatements {
 
   failAttempt(p: Params<'failAttempt'>): boolean {
     const { error } = p;
-    return this.ctx.sql(failAttempt).run({ ...guard(p), reason: p.reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message }).changes === 1;
+    return (
+      this.ctx.sql(failAttempt).run({ ...guard(p), reason: p.reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message }).changes ===
+      1
+    );
   }
 
   requeueAttempt(p: Params<'requeueAttempt'>): boolean {
@@ -239,7 +242,14 @@ export class SqliteStatements implements LedgerStatements {
     const rows = this.ctx.sql(selectExpiredLeases).all(now, limit) as Array<
       Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>
     >;
-    return rows.map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.max_attempts, cancelRequested: r.cancel_requested === 1, tenant: r.tenant, type: r.type }));
+    return rows.map((r) => ({
+      id: r.id,
+      attempt: r.attempt,
+      maxAttempts: r.max_attempts,
+      cancelRequested: r.cancel_requested === 1,
+      tenant: r.tenant,
+      type: r.type,
+    }));
   }
 
   requeueExpiredLeases(p: Params<'requeueExpiredLeases'>): number {

@@ -50,9 +50,7 @@ async function run(runId: number, task: RunTask): Promise<void> {
   if (jobTypes === undefined) return;
 
   const jobType = jobTypes.get(task.type);
-  const outcome = jobType
-    ? await runJob(jobType, createContext(task, controller.signal, throttle))
-    : unknownJobType(task.type, [...jobTypes.keys()]);
+  const outcome = jobType ? await runJob(jobType, createContext(task, controller.signal, throttle)) : unknownJobType(task.type, [...jobTypes.keys()]);
   // Flushes the last progress report before the result, and drops any the job makes later.
   throttle.close();
   current = undefined;

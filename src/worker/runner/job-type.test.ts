@@ -71,7 +71,7 @@ describe('loadJobTypes', () => {
   test('lists every problem of a module at once', async () => {
     await assert.rejects(
       loadJobTypes(moduleOf('export default [{ name: "a" }, { run() {} }]')),
-      /invalid job types module .*:\n  - job type #0 "a": run is missing.*\n  - job type #1 \(unnamed\): name is missing/,
+      /invalid job types module .*:\n {2}- job type #0 "a": run is missing.*\n {2}- job type #1 \(unnamed\): name is missing/,
     );
   });
 

@@ -55,7 +55,7 @@ export function findJsonProblem(value: unknown, at: string): string | undefined 
     const children = Array.isArray(next.value)
       ? // Array.from, unlike map, visits holes (as undefined), which must be reported.
         Array.from(next.value as unknown[], (item, index) => ({ value: item, place: { parent: next.place, index }, isListItem: true }))
-      : Object.entries(next.value)
+      : Object.entries(next.value as Record<string, unknown>)
           .filter(([, item]) => item !== undefined)
           .map(([key, item]) => ({ value: item, place: { parent: next.place, key } }));
     for (let index = children.length - 1; index >= 0; index--) pending.push(children[index]!);

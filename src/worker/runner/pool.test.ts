@@ -360,8 +360,8 @@ describe('ProcessPool lifecycle', () => {
     await delay(50);
     await pool.close();
     assertFailed((await running).outcome, 'transient', 'pool_closed');
-    assert.equal(await isAlive(first!), false);
-    assert.equal(await isAlive(second!), false);
+    assert.equal(await isAlive(first), false);
+    assert.equal(await isAlive(second), false);
     await assert.rejects(runJob(pool, 'whoami', null), /the pool is closed/);
   });
 
@@ -369,7 +369,7 @@ describe('ProcessPool lifecycle', () => {
     const parent = spawn(process.execPath, [ORPHANING_PARENT], { stdio: ['ignore', 'pipe', 'inherit'] });
     let childPid: number | undefined;
     try {
-      const [line] = (await once(createInterface({ input: parent.stdout! }), 'line')) as [string];
+      const [line] = (await once(createInterface({ input: parent.stdout }), 'line')) as [string];
       childPid = Number(line);
       assert.ok(Number.isInteger(childPid) && childPid !== parent.pid, `expected the job process's pid, got ${line}`);
       assert.equal(await isAlive(childPid), true, 'the job process was running');

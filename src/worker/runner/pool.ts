@@ -59,8 +59,7 @@ export class ProcessPool {
   private readonly idle: JobProcess[] = [];
   private broken: JobProcess | undefined;
   private closing: Promise<void> | undefined;
-  private readonly settings: Required<Omit<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger'>> &
-    Pick<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger'>;
+  private readonly settings: Required<Omit<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger'>> & Pick<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger'>;
 
   constructor(options: ProcessPoolOptions) {
     this.settings = validateOptions(options);
@@ -94,8 +93,7 @@ export class ProcessPool {
     const jobProcess = this.takeIdleProcess();
     if (jobProcess === undefined) {
       throw new Error(
-        `ProcessPool.run(${task.jobId}): all ${this.size} job processes are busy; ` +
-          "the worker's admission must not start more jobs than the pool has slots",
+        `ProcessPool.run(${task.jobId}): all ${this.size} job processes are busy; ` + "the worker's admission must not start more jobs than the pool has slots",
       );
     }
     let outcome: RunOutcome;
@@ -182,9 +180,9 @@ function validateOptions(options: ProcessPoolOptions): ProcessPool['settings'] {
   if (!Array.isArray(jobModules) || jobModules.length === 0 || !jobModules.every((m) => typeof m === 'string' && m !== '')) {
     problems.push('jobModules must be a non-empty list of module paths or URLs');
   }
-  if (!isWholeNumber(settings.size) || settings.size < 1) problems.push(`size must be a whole number >= 1, got ${settings.size}`);
+  if (!isWholeNumber(settings.size) || settings.size < 1) problems.push(`size must be a whole number >= 1, got ${String(settings.size)}`);
   for (const key of ['progressThrottleMs', 'abortGraceMs'] as const) {
-    if (!isWholeNumber(settings[key])) problems.push(`${key} must be a whole number >= 0, got ${settings[key]}`);
+    if (!isWholeNumber(settings[key])) problems.push(`${key} must be a whole number >= 0, got ${String(settings[key])}`);
   }
   if (settings.maxOldSpaceMb !== undefined && (!isWholeNumber(settings.maxOldSpaceMb) || settings.maxOldSpaceMb < 16)) {
     problems.push(`maxOldSpaceMb must be a whole number >= 16 (node needs that much to start), got ${settings.maxOldSpaceMb}`);

@@ -17,7 +17,11 @@ beforeEach(() => {
   now = 0;
   emitted = [];
   mock.timers.enable({ apis: ['setTimeout'] });
-  throttle = new ProgressThrottle(1000, (report) => emitted.push({ ...report, at: now }), () => now);
+  throttle = new ProgressThrottle(
+    1000,
+    (report) => emitted.push({ ...report, at: now }),
+    () => now,
+  );
 });
 
 test('the first report passes at once', () => {
@@ -72,7 +76,11 @@ test('reports after close() are dropped', () => {
 
 test('an interval of 0 lets every report through', () => {
   const all: ProgressReport[] = [];
-  const unthrottled = new ProgressThrottle(0, (report) => all.push(report), () => now);
+  const unthrottled = new ProgressThrottle(
+    0,
+    (report) => all.push(report),
+    () => now,
+  );
   for (const fraction of [0.1, 0.2, 0.3]) unthrottled.report({ fraction });
   assert.deepEqual(all, [{ fraction: 0.1 }, { fraction: 0.2 }, { fraction: 0.3 }]);
 });

@@ -36,7 +36,7 @@ export function outcomeOfReturnedValue(returned: unknown): RunOutcome {
 
   const result: JobRunResult = {};
   if (data !== undefined) result.data = data;
-  if (outputs !== undefined) result.outputs = outputs as string[];
+  if (outputs !== undefined) result.outputs = outputs;
   return { ok: true, result };
 }
 

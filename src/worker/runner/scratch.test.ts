@@ -11,7 +11,11 @@ beforeEach(async () => {
 });
 afterEach(() => rm(root, { recursive: true, force: true }));
 
-const exists = (target: string) => access(target).then(() => true, () => false);
+const exists = (target: string) =>
+  access(target).then(
+    () => true,
+    () => false,
+  );
 
 test('each attempt gets its own empty folder <root>/<jobId>.<attempt>-<random>', async () => {
   const first = await createScratch(root, 'job-1', 1);
