@@ -1,5 +1,5 @@
 import type { SerializedError } from '../core/errors.js';
-import type { AttemptOutcome, FailureReason, JobState } from './states.js';
+import type { AttemptOutcome, FailureReason, JobState, Transition } from './states.js';
 
 /**
  * The ledger: the one durable record of which jobs exist, which attempt runs where, and
@@ -210,14 +210,14 @@ export interface SettleParams extends LeaseRef {
 }
 
 export type SettleResult =
-  { accepted: true; job: Job; transition: 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running' } | { accepted: false; reason: LeaseLoss };
+  { accepted: true; job: Job; transition: Extract<Transition, 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running'> } | { accepted: false; reason: LeaseLoss };
 
 export interface ReleaseParams extends LeaseRef {
   /** Why the worker hands the lease back, recorded on the attempt. */
   error: SerializedError;
 }
 
-export type ReleaseResult = { accepted: true; job: Job; transition: 'release' | 'exhaust' | 'cancel_running' } | { accepted: false; reason: LeaseLoss };
+export type ReleaseResult = { accepted: true; job: Job; transition: Extract<Transition, 'release' | 'exhaust' | 'cancel_running'> } | { accepted: false; reason: LeaseLoss };
 
 export interface CancelParams {
   jobId: string;

@@ -11,8 +11,6 @@ export const JobState = {
 } as const;
 export type JobState = (typeof JobState)[keyof typeof JobState];
 
-export const terminalStates: readonly JobState[] = [JobState.finished, JobState.failed];
-
 export function isTerminal(state: JobState): boolean {
   return state === JobState.finished || state === JobState.failed;
 }

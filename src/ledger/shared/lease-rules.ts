@@ -6,7 +6,7 @@
  * rule names the Job fields it reads.
  */
 import { GrantRefusal, LeaseLoss, type Job, type LeaseRef, type SettleOutcome, type SettleResult, type SweepParams } from '../ledger.js';
-import { isTerminal } from '../states.js';
+import { isTerminal, type Transition } from '../states.js';
 
 export type SettleTransition = Extract<SettleResult, { accepted: true }>['transition'];
 
@@ -50,13 +50,13 @@ export function settleTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'can
  * other end of an attempt (attempts are fenced by number and bounded by maxAttempts), so
  * on the last attempt it fails the job as exhausted, as the expiry it replaces would have.
  */
-export function releaseTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): 'cancel_running' | 'release' | 'exhaust' {
+export function releaseTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): Extract<Transition, 'cancel_running' | 'release' | 'exhaust'> {
   if (job.cancelRequested) return 'cancel_running';
   return job.attempt < job.maxAttempts ? 'release' : 'exhaust';
 }
 
 /** The edge the sweeper takes for the running `job` whose lease ran out. */
-export function expiryTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): 'cancel_running' | 'expire' | 'exhaust' {
+export function expiryTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): Extract<Transition, 'cancel_running' | 'expire' | 'exhaust'> {
   if (job.cancelRequested) return 'cancel_running';
   return job.attempt < job.maxAttempts ? 'expire' : 'exhaust';
 }
