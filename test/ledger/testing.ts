@@ -1,6 +1,6 @@
 /**
- * Helpers shared by the ledger conformance suite (conformance.ts) and the ledger property
- * test (property.ts). A driver's own test file only needs `LedgerFactory`:
+ * Helpers shared by the ledger conformance suite (conformance/) and the ledger property
+ * test (property/). A driver's own test file only needs `LedgerFactory`:
  *
  *   ledgerConformance('sqlite', ({ clock, config }) => openSqliteLedger({ path, clock, config }));
  *

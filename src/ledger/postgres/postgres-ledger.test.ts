@@ -1,7 +1,7 @@
 import { after } from 'node:test';
 
-import { ledgerConformance } from '../../../test/ledger/conformance.js';
-import { ledgerProperties } from '../../../test/ledger/property.js';
+import { ledgerConformance } from '../../../test/ledger/conformance/index.js';
+import { ledgerProperties } from '../../../test/ledger/property/index.js';
 import { TestSchemas } from '../../../test/ledger/postgres/testing.js';
 
 // Every ledger gets a schema of its own in the shared `test` database, dropped on close.

@@ -2,8 +2,8 @@ import { join } from 'node:path';
 import { after } from 'node:test';
 
 import { tempDir } from '../../../test/testing/temp-dir.js';
-import { ledgerConformance } from '../../../test/ledger/conformance.js';
-import { ledgerProperties } from '../../../test/ledger/property.js';
+import { ledgerConformance } from '../../../test/ledger/conformance/index.js';
+import { ledgerProperties } from '../../../test/ledger/property/index.js';
 import type { LedgerFactory } from '../../../test/ledger/testing.js';
 import { openSqliteLedger } from './sqlite-ledger.js';
 

@@ -1,41 +1,12 @@
 /**
- * The ledger property test: random interleavings of submissions, lease grants (from outbox
- * work messages, stale and duplicate ones included), renewals, fences, progress, settles
- * (also with stale leases), releases (a worker handing a lease back), cancels, rejections and sweeps while a ManualClock jumps forward,
- * some jumps longer than the lease TTL. A model of what the ledger must do predicts the
- * answer to every call, and after every step the harness checks the invariants that make
- * the exactly-once promise:
- *
- *   - a terminal job never changes again;
- *   - at most one live lease per job, and every lease the simulated workers ever held is
- *     live exactly when the model says it is (nothing from attempt k is accepted once
- *     attempt k+1 was granted or attempt k's lease expired);
- *   - attempts only grow and never pass maxAttempts;
- *   - at most one settle wins per (job, attempt), at most one ends the job;
- *   - a refused call changes nothing;
- *   - once the operations stop, time, the sweeper and finishing workers end every job, and
- *     the outbox holds exactly one result message per job.
- *
- * Each fast-check run opens its own ledger from the factory (a real database for a real
- * driver), so runs do not share state.
- *
- * Reproducing a failure: fast-check prints the seed and the counterexample path, and this
- * suite appends the command to replay it, e.g.
- *
- *   PLANRUN_PROPERTY_SEED=-1234567 PLANRUN_PROPERTY_PATH="12:3:0" node --test .build/src/ledger/sqlite/sqlite-ledger.test.js
- *
- * Without PLANRUN_PROPERTY_SEED the suite runs a fixed seed, so it is deterministic;
- * PLANRUN_PROPERTY_SEED=random draws a fresh one (printed on failure) and
- * PLANRUN_PROPERTY_RUNS=N changes the number of runs, for longer exploration, and
- * PLANRUN_PROPERTY_STATS=1 prints how often each call got each answer.
+ * The model of the ledger property test: the operations a run is made of (`Op`), what the
+ * ledger must do for each (`Simulation`, which calls the real ledger, predicts its answer and
+ * checks it), and the invariants checked after every step and once the operations stop.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 
-import fc from 'fast-check';
-
-import { ManualClock } from '../../src/core/clock.js';
-import type { SerializedError } from '../../src/core/errors.js';
+import type { ManualClock } from '../../../src/core/clock.js';
+import type { SerializedError } from '../../../src/core/errors.js';
 import {
   backoffFor,
   type Job,
@@ -47,16 +18,12 @@ import {
   type SettleResult,
   type SubmitParams,
   type WorkMessage,
-} from '../../src/ledger/ledger.js';
-import { isTerminal, type FailureReason, type JobState } from '../../src/ledger/states.js';
-import { assertResultBody, errors, proofOf, type LedgerFactory } from './testing.js';
-
-const DEFAULT_SEED = 20_260_101;
-const DEFAULT_RUNS = 50;
-const MAX_COMMANDS = 60;
+} from '../../../src/ledger/ledger.js';
+import { isTerminal, type FailureReason, type JobState } from '../../../src/ledger/states.js';
+import { assertResultBody, errors, proofOf } from '../testing.js';
 
 /** Short enough that clock jumps cross every deadline, backoff and redispatch period. */
-const propertyConfig: LedgerConfig = {
+export const propertyConfig: LedgerConfig = {
   leaseTtlMs: 10_000,
   backoffBaseMs: 1_000,
   backoffMaxMs: 4_000,
@@ -64,12 +31,12 @@ const propertyConfig: LedgerConfig = {
   redispatchAfterMs: 15_000,
 };
 
-const TENANTS = ['acme', 'globex'] as const;
-const TYPES = ['transcode', 'render'] as const;
-const WORKERS = ['w0', 'w1', 'w2'] as const;
+export const TENANTS = ['acme', 'globex'] as const;
+export const TYPES = ['transcode', 'render'] as const;
+export const WORKERS = ['w0', 'w1', 'w2'] as const;
 
-type OutcomeKind = 'finished' | 'permanent' | 'transient' | 'fatal';
-interface SubmitSpec {
+export type OutcomeKind = 'finished' | 'permanent' | 'transient' | 'fatal';
+export interface SubmitSpec {
   tenant: number;
   type: number;
   key: number | null;
@@ -77,7 +44,7 @@ interface SubmitSpec {
 }
 
 /** One step of a run. Indexes are taken modulo what exists when the step runs. */
-type Op =
+export type Op =
   | { k: 'submit'; s: SubmitSpec }
   | { k: 'submitMany'; items: SubmitSpec[] }
   | { k: 'relay'; lose: boolean }
@@ -104,94 +71,8 @@ type Op =
   | { k: 'advanceTo'; target: 'deadline' | 'notBefore'; pick: number; delta: -1 | 0 | 1 }
   | { k: 'crash'; w: number };
 
-const submitSpecArb: fc.Arbitrary<SubmitSpec> = fc.record({
-  tenant: fc.nat({ max: TENANTS.length - 1 }),
-  type: fc.nat({ max: TYPES.length - 1 }),
-  key: fc.option(fc.nat({ max: 3 }), { freq: 2 }),
-  maxAttempts: fc.option(fc.integer({ min: 1, max: 4 }), { freq: 2 }),
-});
-const workerArb = fc.nat({ max: WORKERS.length - 1 });
-const pickArb = fc.nat({ max: 15 });
-const outcomeArb = fc.constantFrom<OutcomeKind>('finished', 'finished', 'permanent', 'transient', 'transient', 'transient', 'fatal');
-const ttl = propertyConfig.leaseTtlMs;
-const advanceArb = fc.oneof(
-  { weight: 4, arbitrary: fc.integer({ min: 0, max: 3_000 }) },
-  { weight: 2, arbitrary: fc.integer({ min: 3_000, max: 12_000 }) },
-  { weight: 1, arbitrary: fc.integer({ min: ttl, max: 4 * ttl }) },
-  { weight: 1, arbitrary: fc.constantFrom(ttl - 1, ttl, 1_000, 999, 1) },
-);
-
-const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 7, arbitrary: submitSpecArb.map((s): Op => ({ k: 'submit', s })) },
-  { weight: 2, arbitrary: fc.array(submitSpecArb, { minLength: 1, maxLength: 3 }).map((items): Op => ({ k: 'submitMany', items })) },
-  { weight: 5, arbitrary: fc.constantFrom(false, false, false, true).map((lose): Op => ({ k: 'relay', lose })) },
-  {
-    weight: 10,
-    arbitrary: fc
-      .record({
-        w: workerArb,
-        msg: pickArb,
-        redelivery: fc.constantFrom(false, false, true),
-        future: fc.constantFrom(false, false, false, false, false, true),
-      })
-      .map((r): Op => ({ k: 'grant', ...r })),
-  },
-  { weight: 1, arbitrary: fc.record({ msg: pickArb, redelivery: fc.boolean() }).map((r): Op => ({ k: 'grantRace', ...r })) },
-  {
-    weight: 1,
-    arbitrary: fc.record({ h: pickArb, withProof: fc.constantFrom<'none' | 'guessed'>('none', 'guessed') }).map((r): Op => ({ k: 'forgedGrant', ...r })),
-  },
-  { weight: 5, arbitrary: workerArb.map((w): Op => ({ k: 'renew', w })) },
-  { weight: 1, arbitrary: fc.record({ ref: pickArb, forge: fc.boolean() }).map((r): Op => ({ k: 'check', ...r })) },
-  {
-    weight: 2,
-    arbitrary: fc.record({ h: pickArb, fraction: fc.integer({ min: 0, max: 100 }).map((n) => n / 100) }).map((r): Op => ({ k: 'progress', ...r })),
-  },
-  {
-    weight: 1,
-    arbitrary: fc
-      .record({ ref: pickArb, fraction: fc.integer({ min: 0, max: 100 }).map((n) => n / 100), forge: fc.boolean() })
-      .map((r): Op => ({ k: 'staleProgress', ...r })),
-  },
-  { weight: 8, arbitrary: fc.record({ h: pickArb, outcome: outcomeArb }).map((r): Op => ({ k: 'settle', ...r })) },
-  { weight: 3, arbitrary: fc.record({ ref: pickArb, outcome: outcomeArb, forge: fc.boolean() }).map((r): Op => ({ k: 'staleSettle', ...r })) },
-  { weight: 1, arbitrary: pickArb.map((h): Op => ({ k: 'settleRace', h })) },
-  {
-    weight: 3,
-    arbitrary: fc
-      .record({ ref: pickArb, stale: fc.constantFrom(false, false, true), forge: fc.constantFrom(false, false, false, true) })
-      .map((r): Op => ({ k: 'release', ...r })),
-  },
-  {
-    weight: 3,
-    arbitrary: fc
-      .record({
-        job: pickArb,
-        among: fc.constantFrom<'running' | 'open' | 'all'>('running', 'running', 'open', 'all'),
-        tenant: fc.constantFrom<'own' | 'none' | 'other'>('own', 'own', 'none', 'other'),
-      })
-      .map((r): Op => ({ k: 'cancel', ...r })),
-  },
-  { weight: 1, arbitrary: pickArb.map((job): Op => ({ k: 'reject', job })) },
-  { weight: 3, arbitrary: fc.constant<Op>({ k: 'sweep' }) },
-  { weight: 6, arbitrary: advanceArb.map((ms): Op => ({ k: 'advance', ms })) },
-  {
-    weight: 3,
-    arbitrary: fc
-      .record({
-        target: fc.constantFrom<'deadline' | 'notBefore'>('deadline', 'deadline', 'notBefore'),
-        pick: pickArb,
-        delta: fc.constantFrom<-1 | 0 | 1>(-1, 0, 1),
-      })
-      .map((r): Op => ({ k: 'advanceTo', ...r })),
-  },
-  { weight: 1, arbitrary: workerArb.map((w): Op => ({ k: 'crash', w })) },
-);
-
-const opsArb = fc.array(opArb, { minLength: 1, maxLength: MAX_COMMANDS, size: 'max' });
-
 /** PLANRUN_PROPERTY_STATS=1 prints how often each call got each answer, to see what the runs exercise. */
-const stats: Map<string, number> | null = process.env.PLANRUN_PROPERTY_STATS ? new Map() : null;
+export const stats: Map<string, number> | null = process.env.PLANRUN_PROPERTY_STATS ? new Map() : null;
 
 /** What the model knows of one job. */
 interface ModelJob {
@@ -239,7 +120,7 @@ function pickFromEnd<T>(list: readonly T[], n: number): T | undefined {
   return list[list.length - 1 - (n % list.length)];
 }
 
-class Simulation {
+export class Simulation {
   readonly jobs: ModelJob[] = [];
   readonly byId = new Map<string, ModelJob>();
   readonly idem = new Map<string, string>();
@@ -1020,67 +901,4 @@ class Simulation {
     }
     assert.deepEqual([...seen].sort(), this.jobs.map((j) => j.id).sort(), 'listJobs pages list every job exactly once');
   }
-}
-
-async function runScenario(factory: LedgerFactory, ops: readonly Op[]): Promise<void> {
-  const clock = new ManualClock();
-  const ledger = await factory({ clock, config: propertyConfig });
-  const sim = new Simulation(ledger, clock, propertyConfig);
-  sim.holds.set('finisher', []);
-  let current = 'setup';
-  try {
-    for (const op of ops) {
-      sim.step += 1;
-      current = JSON.stringify(op);
-      await sim.apply(op);
-      await sim.checkInvariants();
-    }
-    current = 'drain to the end';
-    await sim.drainToEnd();
-  } catch (err) {
-    const trace = sim.trace.slice(-25).join('\n  ');
-    const message = err instanceof Error ? err.message : String(err);
-    throw new Error(`at step #${sim.step} (${current}): ${message}\n  last steps:\n  ${trace}`, { cause: err });
-  } finally {
-    await ledger.close();
-  }
-}
-
-function propertyParameters(): fc.Parameters<[Op[]]> {
-  const seedEnv = process.env.PLANRUN_PROPERTY_SEED;
-  const pathEnv = process.env.PLANRUN_PROPERTY_PATH;
-  const runsEnv = process.env.PLANRUN_PROPERTY_RUNS;
-  const seed =
-    seedEnv === undefined || seedEnv === '' ? DEFAULT_SEED : seedEnv === 'random' ? (Date.now() ^ (Math.random() * 0x1_0000_0000)) | 0 : Number(seedEnv);
-  assert.ok(Number.isInteger(seed), `PLANRUN_PROPERTY_SEED must be an integer or "random", got ${seedEnv}`);
-  const numRuns = runsEnv ? Number(runsEnv) : DEFAULT_RUNS;
-  assert.ok(Number.isInteger(numRuns) && numRuns > 0, `PLANRUN_PROPERTY_RUNS must be a positive integer, got ${runsEnv}`);
-  const params: fc.Parameters<[Op[]]> = { seed, numRuns, interruptAfterTimeLimit: 240_000, markInterruptAsFailure: true };
-  if (pathEnv) params.path = pathEnv;
-  return params;
-}
-
-export function ledgerProperties(name: string, factory: LedgerFactory): void {
-  describe(`ledger properties: ${name}`, () => {
-    it('random interleavings of workers, stale leases, cancels, sweeps and clock jumps keep every ledger invariant', async () => {
-      const params = propertyParameters();
-      const details = await fc.check(
-        fc.asyncProperty(opsArb, (ops) => runScenario(factory, ops)),
-        params,
-      );
-      if (stats) {
-        const lines = [...stats].sort(([a], [b]) => a.localeCompare(b)).map(([label, n]) => `  ${label}: ${n}`);
-        console.log(`ledger property statistics (${name}):\n${lines.join('\n')}`);
-      }
-      if (details.failed) {
-        const report = fc.defaultReportMessage(details) ?? 'property failed';
-        const replay = `PLANRUN_PROPERTY_SEED=${details.seed}` + (details.counterexamplePath ? ` PLANRUN_PROPERTY_PATH="${details.counterexamplePath}"` : '');
-        const cause = details.errorInstance;
-        const why = cause instanceof Error ? (cause.stack ?? cause.message) : String(cause);
-        throw new Error(`${report}\n\nReplay with: ${replay} node --test <compiled ledger test>\n\nError of the shrunk counterexample:\n${why}`, {
-          cause,
-        });
-      }
-    });
-  });
 }
