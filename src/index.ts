@@ -13,7 +13,8 @@ export {
 } from './core/errors.js';
 export { defineJobType, type JobContext, type JobRunResult, type JobType } from './worker/runner/job-type.js';
 export type { JobState, FailureReason } from './ledger/states.js';
-export type { Job, JobResult, ResultMessage } from './ledger/ledger.js';
+export type { Job } from './ledger/ledger.js';
+export type { JobResult, ResultMessage } from './wire/jobs.js';
 export { Client } from './client/client.js';
 export { ApiErrorCode, PlanrunApiError, isPlanrunApiError, type PlanrunErrorCode } from './client/errors.js';
 export type {

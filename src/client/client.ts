@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { SubmittedBatch } from '../wire/jobs.js';
 import { ApiErrorCode, isPlanrunApiError, PlanrunApiError } from './errors.js';
 import { parseEventStream, type ServerSentEvent } from './sse.js';
 import {
@@ -85,7 +86,7 @@ export class Client {
    * the order given. One invalid submission refuses the whole batch (`invalid_request`).
    */
   async submitMany(jobs: JobSubmission[]): Promise<SubmittedJob[]> {
-    const answer = await this.request<{ jobs: SubmittedJob[] }>('POST', '/v1/jobs/batch', {
+    const answer = await this.request<SubmittedBatch>('POST', '/v1/jobs/batch', {
       body: {
         jobs: jobs.map((job) => ({
           type: job.type,

@@ -1,67 +1,24 @@
 /**
- * What the HTTP API sends and accepts, as the client types it. Times are ISO 8601
- * strings, as on the wire.
+ * What the client sends and is answered, as it types it. The shapes the API answers with
+ * (a job, its attempts and result, a page, the fleet, an event) are declared once, with
+ * the schemas the API serialises them through, in src/wire/: they are re-exported here
+ * under the names the client has always given them.
  */
-import type { SerializedError } from '../core/errors.js';
+import type { AttemptOutcomeView, FailureReasonView, JobEvent, JobResult, JobState, TerminalJobState } from '../wire/jobs.js';
 
-export type JobState = 'queued' | 'running' | 'finished' | 'failed';
-export type TerminalJobState = 'finished' | 'failed';
-export type FailureReason = 'permanent' | 'exhausted' | 'cancelled' | 'unroutable' | (string & {});
-export type AttemptOutcome = 'finished' | 'failed' | 'retried' | 'expired' | 'cancelled' | (string & {});
+export type { AttemptView, JobEvent, JobPage, JobState, JobSummary, JobView, SubmittedJob, TerminalJobState, TerminalJobView } from '../wire/jobs.js';
+export type { FleetView, FleetWorker } from '../wire/fleet.js';
+
+/** Why a failed job failed (open: a newer server may name a reason this version does not). */
+export type FailureReason = FailureReasonView;
+/** How an attempt ended (open: a newer server may name an outcome this version does not). */
+export type AttemptOutcome = AttemptOutcomeView;
+/** The settled attempt's data and where its outputs were stored. */
+export type JobResultView = JobResult;
 
 export function isTerminalState(state: string): state is TerminalJobState {
   return state === 'finished' || state === 'failed';
 }
-
-export interface JobResultView {
-  data?: unknown;
-  /** Output name -> where it was stored (a path or URL). */
-  outputs?: Record<string, string>;
-}
-
-export interface AttemptView {
-  attempt: number;
-  worker: string;
-  startedAt: string;
-  endedAt: string | null;
-  outcome: AttemptOutcome | null;
-  error: SerializedError | null;
-}
-
-/** A job as `GET /v1/jobs` lists it. */
-export interface JobSummary {
-  id: string;
-  type: string;
-  tenant: string;
-  state: JobState;
-  /** The current (or last) attempt, from 1. */
-  attempt: number;
-  maxAttempts: number;
-  requires: string[];
-  idempotencyKey: string | null;
-  /** A cancel was asked for while the job ran; its worker stops it at its next heartbeat. */
-  cancelRequested: boolean;
-  /** 0..1 as the running attempt last reported it, or null before it reported any. */
-  progress: number | null;
-  progressMessage: string | null;
-  /** The settled attempt's data and where its outputs were stored. */
-  result: JobResultView | null;
-  error: SerializedError | null;
-  /** Why a failed job failed. */
-  reason: FailureReason | null;
-  createdAt: string;
-  updatedAt: string;
-  startedAt: string | null;
-  endedAt: string | null;
-}
-
-/** A job with its attempt history, as `GET /v1/jobs/:id` and `cancel` answer it. */
-export interface JobView extends JobSummary {
-  attempts: AttemptView[];
-}
-
-/** A job that has ended. */
-export type TerminalJobView = JobView & { state: TerminalJobState };
 
 export interface SubmitOptions {
   /** The same key (per tenant) always answers with the same job. */
@@ -76,48 +33,11 @@ export interface JobSubmission extends SubmitOptions {
   input: unknown;
 }
 
-/** The answer to a submission: the job as it stands; `created` is false when the idempotency key named an existing job. */
-export interface SubmittedJob extends JobSummary {
-  created: boolean;
-}
-
 export interface ListOptions {
   state?: JobState;
   type?: string;
   cursor?: string;
   limit?: number;
-}
-
-export interface JobPage {
-  jobs: JobSummary[];
-  nextCursor: string | null;
-}
-
-export interface FleetWorker {
-  id: string;
-  jobTypes: string[];
-  capabilities: string[];
-  /** Job types it has but does not offer, each with the capabilities it lacks for it. */
-  heldBack: Array<{ type: string; missing: string[] }>;
-  /** Jobs it runs at once. */
-  slots: number;
-  /** Jobs it ran at its last heartbeat. */
-  running: number;
-  lastHeartbeat: string;
-}
-
-export interface FleetView {
-  workers: FleetWorker[];
-}
-
-/**
- * One event of a job's stream, with the job as it stands: `state` when its state, attempt
- * or cancel request changed (and once on connect), `progress` when only its progress did.
- * The last event is a `state` event with a terminal state.
- */
-export interface JobEvent {
-  type: 'state' | 'progress';
-  job: JobSummary;
 }
 
 export interface ClientOptions {

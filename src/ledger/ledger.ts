@@ -1,4 +1,5 @@
 import type { SerializedError } from '../core/errors.js';
+import type { JobResult, ResultMessage } from '../wire/jobs.js';
 import type { AttemptOutcome, FailureReason, JobState, Transition } from './states.js';
 
 /**
@@ -105,11 +106,8 @@ export interface Job {
   endedAt: number | null;
 }
 
-export interface JobResult {
-  data?: unknown;
-  /** Output name -> where it was stored (a path or URL), scoped to the settled attempt. */
-  outputs?: Record<string, string>;
-}
+/** A settled job's result and the result message's body are wire shapes, declared in src/wire/jobs.ts. */
+export type { JobResult, ResultMessage } from '../wire/jobs.js';
 
 export interface AttemptRecord {
   jobId: string;
@@ -271,19 +269,6 @@ export interface WorkMessage {
   attempt: number;
   tenant: string;
   type: string;
-}
-
-/** A result message, as published on `planrun.results` with message id = job id. */
-export interface ResultMessage {
-  id: string;
-  idempotencyKey: string | null;
-  tenant: string;
-  type: string;
-  state: 'finished' | 'failed';
-  attempt: number;
-  reason?: FailureReason;
-  result?: JobResult;
-  error?: SerializedError;
 }
 
 export type OutboxMessage =

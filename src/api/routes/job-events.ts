@@ -2,6 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Job } from '../../ledger/ledger.js';
 import { isTerminal } from '../../ledger/states.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import type { JobEvent } from '../../wire/jobs.js';
 import { errorSchema, jobNotFound } from '../errors.js';
 import { toJobSummary } from '../job-view.js';
 import type { EventStream, OpenEventStreams } from '../sse.js';
@@ -88,7 +89,7 @@ async function follow(
   }
 }
 
-function eventFor(before: Job, after: Job): 'state' | 'progress' | undefined {
+function eventFor(before: Job, after: Job): JobEvent['type'] | undefined {
   if (after.state !== before.state || after.attempt !== before.attempt || after.cancelRequested !== before.cancelRequested) return 'state';
   if (after.progress !== before.progress || after.progressMessage !== before.progressMessage) return 'progress';
   return undefined;

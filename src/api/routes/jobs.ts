@@ -2,8 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Job } from '../../ledger/ledger.js';
 import type { JobState } from '../../ledger/states.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { jobPageSchema, jobViewSchema, type JobPage, type JobView } from '../../wire/jobs.js';
 import { ApiError, ApiErrorCode, errorSchema, jobNotFound } from '../errors.js';
-import { jobDetailSchema, jobSummarySchema, toJobDetail, toJobSummary, type JobDetail } from '../job-view.js';
+import { toJobSummary, toJobView } from '../job-view.js';
 
 export const jobIdParams = {
   type: 'object',
@@ -34,8 +35,8 @@ interface ListQuery {
 export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestrator): void {
   const { ledger } = orchestrator;
 
-  async function detail(job: Job): Promise<JobDetail> {
-    return toJobDetail(job, await ledger.getAttempts(job.id));
+  async function detail(job: Job): Promise<JobView> {
+    return toJobView(job, await ledger.getAttempts(job.id));
   }
 
   scope.get<{ Params: { id: string } }>(
@@ -45,7 +46,7 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         summary: 'A job: its state, progress, result or error, and every attempt',
         tags: ['jobs'],
         params: jobIdParams,
-        response: { 200: jobDetailSchema, 401: errorSchema, 404: errorSchema },
+        response: { 200: jobViewSchema, 401: errorSchema, 404: errorSchema },
       },
     },
     async (request) => {
@@ -62,21 +63,10 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         summary: "The tenant's jobs, newest first, a page at a time",
         tags: ['jobs'],
         querystring: listQuery,
-        response: {
-          200: {
-            type: 'object',
-            required: ['jobs', 'nextCursor'],
-            properties: {
-              jobs: { type: 'array', items: jobSummarySchema },
-              nextCursor: { type: ['string', 'null'], description: 'pass it as `cursor` for the next page; null on the last page' },
-            },
-          },
-          400: errorSchema,
-          401: errorSchema,
-        },
+        response: { 200: jobPageSchema, 400: errorSchema, 401: errorSchema },
       },
     },
-    async (request) => {
+    async (request): Promise<JobPage> => {
       const page = await ledger.listJobs({ ...request.query, tenant: request.tenant });
       return { jobs: page.jobs.map(toJobSummary), nextCursor: page.nextCursor };
     },
@@ -91,7 +81,7 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         summary: 'Cancel a job',
         tags: ['jobs'],
         params: jobIdParams,
-        response: { 200: jobDetailSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema },
+        response: { 200: jobViewSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema },
       },
       // Cancel takes no body. `curl -H 'Content-Type: application/json' -X POST` sends an
       // empty one with that type, which the JSON parser would refuse: there is nothing to parse.

@@ -2,8 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { SubmitParams, SubmitResult } from '../../ledger/ledger.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import { idempotencyKeySchema, inputProblem, submissionProperties, tenantNameProblem } from '../../submission/rules.js';
+import { submittedBatchSchema, submittedJobSchema, type SubmittedBatch, type SubmittedJob } from '../../wire/jobs.js';
 import { ApiError, ApiErrorCode, errorSchema } from '../errors.js';
-import { submittedJobSchema, toJobSummary, type SubmittedJob } from '../job-view.js';
+import { toSubmittedJob } from '../job-view.js';
 
 // Job types and capabilities become words of routing keys and queue names, and inputs
 // go on to job processes: both paths of submission hold them to the same rules
@@ -60,7 +61,7 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       refuseBreakingRules(request.tenant, [[input, 'body/input']]);
       const idempotencyKey = request.headers['idempotency-key'];
       const result = await orchestrator.submit({ tenant: request.tenant, type, input, requires, maxAttempts, idempotencyKey });
-      return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(toSubmittedJob(result));
+      return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(submitted(result));
     },
   );
 
@@ -79,10 +80,7 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
           additionalProperties: false,
           properties: { jobs: { type: 'array', minItems: 1, maxItems: limits.batchJobs, items: batchItemSchema } },
         },
-        response: {
-          202: { type: 'object', required: ['jobs'], properties: { jobs: { type: 'array', items: submittedJobSchema } } },
-          ...rejections,
-        },
+        response: { 202: submittedBatchSchema, ...rejections },
       },
     },
     async (request, reply) => {
@@ -99,7 +97,8 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
         idempotencyKey,
       }));
       const results = await orchestrator.submitMany(params);
-      return reply.status(202).send({ jobs: results.map(toSubmittedJob) });
+      const answer: SubmittedBatch = { jobs: results.map(submitted) };
+      return reply.status(202).send(answer);
     },
   );
 }
@@ -113,6 +112,6 @@ function refuseBreakingRules(tenant: string, inputs: Array<[unknown, string]>): 
   if (problem) throw new ApiError(400, ApiErrorCode.invalidRequest, problem);
 }
 
-function toSubmittedJob(result: SubmitResult): SubmittedJob {
-  return { ...toJobSummary(result.job), created: result.created };
+function submitted(result: SubmitResult): SubmittedJob {
+  return toSubmittedJob(result.job, result.created);
 }
