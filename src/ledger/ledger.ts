@@ -210,14 +210,16 @@ export interface SettleParams extends LeaseRef {
 }
 
 export type SettleResult =
-  { accepted: true; job: Job; transition: Extract<Transition, 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running'> } | { accepted: false; reason: LeaseLoss };
+  | { accepted: true; job: Job; transition: Extract<Transition, 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running'> }
+  | { accepted: false; reason: LeaseLoss };
 
 export interface ReleaseParams extends LeaseRef {
   /** Why the worker hands the lease back, recorded on the attempt. */
   error: SerializedError;
 }
 
-export type ReleaseResult = { accepted: true; job: Job; transition: Extract<Transition, 'release' | 'exhaust' | 'cancel_running'> } | { accepted: false; reason: LeaseLoss };
+export type ReleaseResult =
+  { accepted: true; job: Job; transition: Extract<Transition, 'release' | 'exhaust' | 'cancel_running'> } | { accepted: false; reason: LeaseLoss };
 
 export interface CancelParams {
   jobId: string;

@@ -50,7 +50,9 @@ export function settleTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'can
  * other end of an attempt (attempts are fenced by number and bounded by maxAttempts), so
  * on the last attempt it fails the job as exhausted, as the expiry it replaces would have.
  */
-export function releaseTransition(job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>): Extract<Transition, 'cancel_running' | 'release' | 'exhaust'> {
+export function releaseTransition(
+  job: Pick<Job, 'attempt' | 'maxAttempts' | 'cancelRequested'>,
+): Extract<Transition, 'cancel_running' | 'release' | 'exhaust'> {
   if (job.cancelRequested) return 'cancel_running';
   return job.attempt < job.maxAttempts ? 'release' : 'exhaust';
 }
