@@ -13,6 +13,7 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerJobEventRoutes } from './routes/job-events.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerMetricsRoute } from './routes/metrics.js';
+import { registerOutputRoutes } from './routes/outputs.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { OpenEventStreams } from './sse.js';
 import { formatValidationError, refuseDeepBodies, useStrictValidation } from './validation.js';
@@ -41,6 +42,8 @@ export interface ApiOptions {
    * their own serves them (`--metrics-port`): then no tenant's key reads fleet-wide counts.
    */
   serveMetrics?: boolean;
+  /** The folder store `GET /v1/jobs/:id/outputs/:name` may stream files from (outputs elsewhere on disk are not served). */
+  outputDir?: string;
 }
 
 /**
@@ -94,6 +97,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       requireApiKey(v1, options.keys);
       registerSubmitRoutes(v1, options.orchestrator, limits);
       registerJobRoutes(v1, options.orchestrator);
+      registerOutputRoutes(v1, options.orchestrator, options.outputDir);
       registerJobEventRoutes(v1, options.orchestrator, streams);
       registerFleetRoutes(v1, options.orchestrator.fleet);
     },

@@ -1,3 +1,9 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
+import { dirname, resolve, sep } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubmittedBatch } from '../wire/jobs.js';
 import { ApiErrorCode, isPlanrunApiError, PlanrunApiError } from './errors.js';
@@ -29,6 +35,17 @@ interface RequestOptions {
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
+  redirect?: 'follow' | 'manual';
+}
+
+/** One output `download` wrote. */
+export interface DownloadedOutput {
+  name: string;
+  /** Where it was written. */
+  path: string;
+  bytes: number;
+  /** Of the bytes written, hex. */
+  sha256: string;
 }
 
 /**
@@ -67,6 +84,98 @@ export class Client {
     this.fetch = options.fetch ?? globalThis.fetch;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.reconnect = { ...defaultReconnect, ...options.reconnect };
+  }
+
+  /** The API URL of one output of a job (`GET /v1/jobs/:id/outputs/:name`; it needs the key). */
+  outputUrl(id: string, name: string): string {
+    return `${this.url}/v1/jobs/${encodeURIComponent(id)}/outputs/${name.split('/').map(encodeURIComponent).join('/')}`;
+  }
+
+  /**
+   * The bytes of one output: the API streams a folder-store file itself, and answers a
+   * 302 to a short-lived presigned URL for an object store, which is followed without the
+   * API key (the key never goes to the store).
+   */
+  async openOutput(id: string, name: string, options: { signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
+    const path = this.outputUrl(id, name).slice(this.url.length);
+    const response = await this.send('GET', path, { signal: options.signal, redirect: 'manual' }, async (r) => r);
+    let body = response;
+    if (response.status >= 300 && response.status < 400) {
+      const location = response.headers.get('location');
+      await response.body?.cancel().catch(() => undefined);
+      if (!location) throw this.invalidResponse(path, `a ${response.status} without a Location`);
+      try {
+        body = await this.fetch(location, { ...(options.signal ? { signal: options.signal } : {}) });
+      } catch (error) {
+        const cause = (error as { cause?: { code?: string } })?.cause;
+        throw new PlanrunApiError({
+          status: 0,
+          code: ApiErrorCode.unreachable,
+          message: `cannot reach the object store at ${new URL(location).host} (${cause?.code ?? String(error)})`,
+          url: new URL(location).origin,
+          cause: error,
+        });
+      }
+      if (!body.ok) {
+        await body.body?.cancel().catch(() => undefined);
+        throw new PlanrunApiError({
+          status: body.status,
+          code: ApiErrorCode.notFound,
+          message: `the object store answered HTTP ${body.status} for output ${name}`,
+          url: new URL(location).origin,
+        });
+      }
+    }
+    if (!body.body) throw this.invalidResponse(path, 'no body');
+    return body.body;
+  }
+
+  /**
+   * Writes every output of a finished job into `outDir` (default: the current folder),
+   * each under its own name, streaming (no output is held in memory), and says what it
+   * wrote with each file's sha256. A file is written under a temporary name and renamed
+   * once complete.
+   */
+  async download(id: string, options: { outDir?: string; signal?: AbortSignal } = {}): Promise<DownloadedOutput[]> {
+    const job = await this.get(id, options);
+    if (job.state !== 'finished') {
+      throw new PlanrunApiError({
+        status: 409,
+        code: ApiErrorCode.conflict,
+        message: `job ${id} is ${job.state}, not finished: it has no outputs`,
+        url: `${this.url}/v1/jobs/${id}`,
+      });
+    }
+    const outDir = resolve(options.outDir ?? '.');
+    const written: DownloadedOutput[] = [];
+    for (const name of Object.keys(job.result?.outputs ?? {})) {
+      const target = resolve(outDir, name);
+      if (!target.startsWith(outDir + sep)) throw this.invalidResponse(`/v1/jobs/${id}`, `output name ${JSON.stringify(name)} leads outside ${outDir}`);
+      await mkdir(dirname(target), { recursive: true });
+      const stream = await this.openOutput(id, name, options);
+      const hash = createHash('sha256');
+      let bytes = 0;
+      const partial = `${target}.partial-${process.pid}`;
+      try {
+        await pipeline(
+          Readable.fromWeb(stream),
+          async function* (chunks: AsyncIterable<Buffer>) {
+            for await (const chunk of chunks) {
+              hash.update(chunk);
+              bytes += chunk.length;
+              yield chunk;
+            }
+          },
+          createWriteStream(partial),
+        );
+        await rename(partial, target);
+      } catch (error) {
+        await rm(partial, { force: true });
+        throw error;
+      }
+      written.push({ name, path: target, bytes, sha256: hash.digest('hex') });
+    }
+    return written;
   }
 
   /** Submits one job. The same `idempotencyKey` always answers with the same job. */
@@ -290,8 +399,8 @@ export class Client {
       body = JSON.stringify(options.body);
     }
     try {
-      const response = await this.fetch(url, { method, headers, body, signal });
-      if (!response.ok) {
+      const response = await this.fetch(url, { method, headers, body, signal, ...(options.redirect ? { redirect: options.redirect } : {}) });
+      if (!response.ok && !(options.redirect === 'manual' && response.status >= 300 && response.status < 400)) {
         const text = await response.text().catch(() => '');
         throw PlanrunApiError.fromResponse(response.status, parseJson(text), url);
       }

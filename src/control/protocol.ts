@@ -71,7 +71,16 @@ export const controlRequest = z.discriminatedUnion('op', [
     slots: z.number().int().min(0),
     leases: z.array(leaseRef.extend({ tenant: z.string().min(1) })),
   }),
-  leaseRef.extend({ op: z.literal('fence'), tenant: z.string().min(1) }),
+  leaseRef.extend({
+    op: z.literal('fence'),
+    tenant: z.string().min(1),
+    // The files the worker is about to store (optional: a worker of an earlier version sends
+    // none). An orchestrator with an object store answers a live fence with an upload URL for each.
+    outputs: z
+      .array(z.object({ name: z.string().max(1024), bytes: z.number().int().min(0) }))
+      .max(1000)
+      .optional(),
+  }),
   leaseRef.extend({
     op: z.literal('progress'),
     tenant: z.string().min(1),
@@ -98,7 +107,18 @@ export type ControlOp = ControlRequest['op'];
  * reports in its events as they came.
  */
 export type LeaseReply =
-  | { op: 'lease'; jobId: string; attempt: number; granted: true; token: string; ttlMs: number; input: unknown; requires: string[] }
+  | {
+      op: 'lease';
+      jobId: string;
+      attempt: number;
+      granted: true;
+      token: string;
+      ttlMs: number;
+      input: unknown;
+      requires: string[];
+      /** `presigned`: the orchestrator has an object store; outputs go only where a live fence answer says (see FenceReply). */
+      store?: 'presigned';
+    }
   | { op: 'lease'; jobId: string; attempt: number; granted: false; reason: GrantRefusal };
 
 export interface HeartbeatReply {
@@ -108,8 +128,23 @@ export interface HeartbeatReply {
   lost: Array<{ jobId: string; attempt: number; reason: LeaseLoss }>;
 }
 
+/**
+ * A live fence is the permission to store outputs. With an object store it carries one
+ * presigned PUT URL per output the request named (for `<prefix>/<tenant>/<job>/<attempt>/<name>`,
+ * valid until shortly after the lease's deadline), or, if a name is not acceptable as a
+ * key, `invalidOutput` and no URL at all. A refused fence carries nothing.
+ */
 export type FenceReply =
-  { op: 'fence'; jobId: string; attempt: number; live: true; ttlMs: number } | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
+  | {
+      op: 'fence';
+      jobId: string;
+      attempt: number;
+      live: true;
+      ttlMs: number;
+      uploads?: Array<{ name: string; url: string; location: string }>;
+      invalidOutput?: string;
+    }
+  | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
 
 export type ProgressReply =
   { op: 'progress'; jobId: string; attempt: number; accepted: true } | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };

@@ -7,6 +7,7 @@ import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import type { LogFormat } from '../core/logger.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
+import type { S3OutputStore } from '../orchestrator/object-store.js';
 import { Topology } from '../topology.js';
 import { EmbeddedBrokerService } from './embedded-broker-service.js';
 import { ensureLocalKey, saveLocalUrl } from './local-key.js';
@@ -28,6 +29,8 @@ export interface LocalStackOptions {
   metrics?: { host: string; port: number };
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
+  /** An S3-compatible output store (`--store`); the workers then upload with the URLs the fence hands out. */
+  objectStore?: S3OutputStore;
   workers: number;
   slots: number;
   /** Extra job-types modules for the workers. */
@@ -97,6 +100,7 @@ export class LocalStack {
       host: options.host,
       port: options.port,
       ...(options.metrics ? { metrics: options.metrics } : {}),
+      ...(options.objectStore ? { objectStore: options.objectStore } : {}),
     });
     const key = ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi } from '../api/api.js';
@@ -6,6 +7,7 @@ import type { Broker } from '../broker/broker.js';
 import { KeyStore } from '../keys/key-store.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
 import { openLedger } from '../ledger/open-ledger.js';
+import type { S3OutputStore } from '../orchestrator/object-store.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
 import type { DeclaredFleet } from '../orchestrator/routing.js';
 import type { Topology } from '../topology.js';
@@ -31,6 +33,12 @@ export interface OrchestratorServiceOptions {
   declaredFleet?: DeclaredFleet;
   /** The credential every control message must carry (see Orchestrator's `fleetKey`). */
   fleetKey?: string | undefined;
+  /** An S3-compatible output store (`--store`); without it, workers keep outputs in their own folders. */
+  objectStore?: S3OutputStore | undefined;
+  /** How long an upload URL outlives its lease's deadline (default 10 s). */
+  uploadGraceMs?: number;
+  /** The folder-store outputs `GET /v1/jobs/:id/outputs/:name` may stream from (default `<data-dir>/outputs`). */
+  outputDir?: string;
 }
 
 /**
@@ -65,6 +73,8 @@ export class OrchestratorService {
       sweepIntervalMs: options.sweepIntervalMs,
       ...(options.declaredFleet ? { declaredFleet: options.declaredFleet } : {}),
       ...(options.fleetKey ? { fleetKey: options.fleetKey } : {}),
+      ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+      ...(options.uploadGraceMs === undefined ? {} : { uploadGraceMs: options.uploadGraceMs }),
     });
     if (!options.fleetKey) {
       options.logger.warn('no fleet key (PLANRUN_FLEET_KEY): anyone who can publish to the broker is taken for a worker of this fleet; see docs/security.md');
@@ -83,6 +93,7 @@ export class OrchestratorService {
         broker: options.broker,
         logger: options.logger.child({ part: 'api' }),
         serveMetrics: metricsListener === undefined,
+        outputDir: options.outputDir ?? join(options.dataDir, 'outputs'),
       });
       const url = await listen(api, 'the HTTP API', options);
       const metricsUrl = `${metricsAt ?? url}/metrics`;
@@ -92,6 +103,7 @@ export class OrchestratorService {
       await orchestrator.stop().catch(() => undefined);
       await ledger.close();
       keys.close();
+      options.objectStore?.close();
       throw error;
     }
   }
@@ -102,6 +114,7 @@ export class OrchestratorService {
     await this.orchestrator.stop();
     await this.ledger.close();
     this.keys.close();
+    this.orchestrator.objectStore?.close();
   }
 }
 

@@ -16,6 +16,18 @@ import {
 } from '../control/protocol.js';
 import type { Job } from '../ledger/ledger.js';
 import type { Fleet } from './fleet.js';
+import { outputNameProblem, type S3OutputStore } from './object-store.js';
+
+/** How long an upload URL stays valid past the lease deadline it was given under, by default. */
+export const defaultUploadGraceMs = 10_000;
+
+/** The object store the orchestrator hands upload URLs for, and how long they outlive their lease. */
+export interface UploadSigning {
+  store: S3OutputStore;
+  /** Past the lease's deadline (default 10 s). */
+  graceMs?: number;
+  now?: () => number;
+}
 
 /** Told about each accepted grant and settle, e.g. to keep metrics. */
 export interface ControlObserver {
@@ -34,6 +46,7 @@ export class ControlHandler {
     private readonly fleet: Fleet,
     private readonly config: Pick<LedgerConfig, 'leaseTtlMs'>,
     private readonly observer?: ControlObserver,
+    private readonly uploads?: UploadSigning,
   ) {}
 
   async handle(raw: unknown): Promise<ControlAnswer> {
@@ -88,6 +101,7 @@ export class ControlHandler {
       ttlMs: this.config.leaseTtlMs,
       input: result.job.input,
       requires: result.job.requires,
+      ...(this.uploads ? { store: 'presigned' as const } : {}),
     };
   }
 
@@ -123,9 +137,18 @@ export class ControlHandler {
     const { jobId, attempt } = request;
     if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'fence', jobId, attempt, live: false, reason: 'unknown_job' };
     const result = await this.ledger.checkLease(request);
-    return result.live
-      ? { op: 'fence', jobId, attempt, live: true, ttlMs: this.config.leaseTtlMs }
-      : { op: 'fence', jobId, attempt, live: false, reason: result.reason };
+    if (!result.live) return { op: 'fence', jobId, attempt, live: false, reason: result.reason };
+    const live = { op: 'fence', jobId, attempt, live: true, ttlMs: this.config.leaseTtlMs } as const;
+    if (!this.uploads || !request.outputs) return live;
+    // The fence is the upload permission: a URL per output, for this attempt's keys only,
+    // that stops working shortly after this lease would have expired.
+    for (const { name } of request.outputs) {
+      const problem = outputNameProblem(name);
+      if (problem) return { ...live, invalidOutput: `output ${JSON.stringify(name)} ${problem}` };
+    }
+    const { store, graceMs = defaultUploadGraceMs, now = Date.now } = this.uploads;
+    const uploads = await store.presignUploads(request, request.outputs, result.deadline + graceMs - now());
+    return { ...live, uploads };
   }
 
   private async progress(request: Extract<ControlRequest, { op: 'progress' }>): Promise<ProgressReply> {

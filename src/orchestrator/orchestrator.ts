@@ -15,6 +15,7 @@ import {
 import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
+import type { S3OutputStore } from './object-store.js';
 import { Fleet, type FleetMember } from './fleet.js';
 import { JobEvents } from './job-events.js';
 import { OrchestratorMetrics } from './metrics.js';
@@ -51,6 +52,13 @@ export interface OrchestratorOptions {
    * to the broker is taken for a new worker (docs/security.md).
    */
   fleetKey?: string;
+  /**
+   * An S3-compatible store for outputs (`--store`): a live fence answer then carries a
+   * presigned PUT URL per output, valid until `uploadGraceMs` (default 10 s) after the
+   * lease's deadline. Without one, workers keep outputs in their own folder store.
+   */
+  objectStore?: S3OutputStore;
+  uploadGraceMs?: number;
 }
 
 /**
@@ -67,6 +75,8 @@ export class Orchestrator {
   readonly events = new JobEvents();
   readonly ledger: Ledger;
   readonly metrics: OrchestratorMetrics;
+  /** The S3-compatible output store, when the orchestrator has one (`--store`). */
+  readonly objectStore: S3OutputStore | undefined;
   private readonly control: ControlHandler;
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
@@ -75,6 +85,7 @@ export class Orchestrator {
   constructor(private readonly options: OrchestratorOptions) {
     const clock = options.clock ?? systemClock;
     this.ledger = options.ledger;
+    this.objectStore = options.objectStore;
     this.topology = options.topology ?? defaultTopology;
     this.fleet = new Fleet(clock, options.fleetWindowMs ?? Math.max(3 * options.leaseTtlMs, 60_000));
     const offered = (type: string) =>
@@ -88,6 +99,9 @@ export class Orchestrator {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
       },
+      options.objectStore
+        ? { store: options.objectStore, now: () => clock.now(), ...(options.uploadGraceMs === undefined ? {} : { graceMs: options.uploadGraceMs }) }
+        : undefined,
     );
     const declared = options.declaredFleet ?? { jobTypes: [], capabilities: [] };
     this.relay = new OutboxRelay(

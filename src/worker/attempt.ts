@@ -6,7 +6,9 @@ import type { JobResult, SettleOutcome } from '../ledger/ledger.js';
 import type { ControlClient } from './control-client.js';
 import { describeError } from './describe-error.js';
 import type { HeldLease, LeaseBook } from './lease-book.js';
-import type { OutputStore } from './output-store.js';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PresignedOutputStore, StorageError, type OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
 import type { RunTask } from './runner/protocol.js';
 import type { RunOutcome } from './runner/run-outcome.js';
@@ -148,44 +150,74 @@ export class Attempt {
     // fence or store: the settle is itself a CAS keyed to this attempt's live lease, so a
     // stale attempt still announces nothing. That saves a control round trip (and an empty
     // output folder) per job.
-    const fencedOut = storing ? await this.fence() : undefined;
-    if (fencedOut) {
-      context.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: fencedOut });
+    const fenced = storing ? await this.fence(scratchDir, files) : { store: context.outputStore };
+    if ('reason' in fenced) {
+      context.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: fenced.reason });
+      return;
+    }
+    if ('error' in fenced) {
+      await this.settle({ kind: 'failed', error: fenced.error });
       return;
     }
     let result: JobResult;
     try {
       let outputs: Record<string, string> = {};
       if (storing) {
-        outputs = await context.outputStore.put(lease, scratchDir, files);
+        outputs = await fenced.store.put(lease, scratchDir, files);
         context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
       }
       result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs };
     } catch (error) {
-      await this.settle({ kind: 'failed', error: { class: 'transient', code: 'output_store_failed', message: describeError(error) } });
+      if (this.lost) {
+        // The lease was lost during the upload (which it aborted): nothing is settled.
+        context.events.emit({ type: 'abandoned', jobId: lease.jobId, attempt: lease.attempt, reason: this.lost });
+        return;
+      }
+      const code = error instanceof StorageError ? error.code : 'output_store_failed';
+      await this.settle({ kind: 'failed', error: { class: 'transient', code, message: describeError(error) } });
       return;
     }
     await this.settle({ kind: 'finished', result });
   }
 
   /**
-   * The fence before any output becomes visible: ask the ledger. If it cannot be asked,
-   * trust only the local deadline, which is never later than the ledger's. Says why the
-   * outputs may not be stored, or nothing if they may.
+   * The fence before any output becomes visible: ask the ledger. A live answer is the
+   * permission to store, and says where: with presigned upload URLs when the orchestrator
+   * has an object store, else into this worker's own folder store. If it cannot be asked,
+   * trust only the local deadline (never later than the ledger's), and only for the folder
+   * store: without a live answer there is no URL to upload to. Says why the outputs may
+   * not be stored, the error to settle instead, or where to store them.
    */
-  private async fence(): Promise<FencedOutReason | undefined> {
+  private async fence(
+    scratchDir: string,
+    files: readonly string[],
+  ): Promise<{ reason: FencedOutReason } | { error: SerializedError } | { store: OutputStore }> {
     const { lease, context } = this;
     // A loss heard before (or while) the fence is asked names the reason; else it is the local deadline.
-    const notLive = (): FencedOutReason => this.lost ?? 'lease not live';
+    const notLive = (): { reason: FencedOutReason } => ({ reason: this.lost ?? 'lease not live' });
     if (!context.leases.isLocallyLive(lease)) return notLive();
+    let outputs: Array<{ name: string; bytes: number }>;
     try {
-      const reply = await context.control.fence({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant });
-      if (reply.live) return undefined;
-      this.lost = reply.reason;
-      return reply.reason;
+      outputs = await Promise.all(files.map(async (name) => ({ name, bytes: (await stat(join(scratchDir, name))).size })));
+    } catch (error) {
+      return { error: { class: 'transient', code: 'output_store_failed', message: describeError(error) } };
+    }
+    try {
+      const reply = await context.control.fence({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, outputs });
+      if (!reply.live) {
+        this.lost = reply.reason;
+        return { reason: reply.reason };
+      }
+      if (reply.invalidOutput) return { error: { class: 'permanent', code: 'invalid_output', message: reply.invalidOutput } };
+      if (reply.uploads) return { store: new PresignedOutputStore(reply.uploads, lease.abort.signal) };
+      if (lease.store === 'presigned') return { error: storageUnreachable('the fence answer carried no upload URL') };
+      return { store: context.outputStore };
     } catch (error) {
       context.logger.warn({ jobId: lease.jobId, err: describeError(error) }, 'fence check failed; trusting the local lease deadline');
-      return context.leases.isLocallyLive(lease) ? undefined : notLive();
+      if (!context.leases.isLocallyLive(lease)) return notLive();
+      if (lease.store === 'presigned')
+        return { error: storageUnreachable(`the fence could not be asked (${describeError(error)}), and only its answer gives upload URLs`) };
+      return { store: context.outputStore };
     }
   }
 
@@ -236,6 +268,10 @@ export class Attempt {
       })
       .catch(() => undefined); // Progress is advisory; the heartbeat keeps the lease.
   }
+}
+
+function storageUnreachable(message: string): SerializedError {
+  return { class: 'transient', code: 'storage_unreachable', message };
 }
 
 function isRetryable(error: unknown): boolean {

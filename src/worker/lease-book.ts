@@ -12,6 +12,8 @@ export interface HeldLease {
    * off the TTL (see deadlineFor).
    */
   localDeadline: number;
+  /** `presigned`: the orchestrator has an object store, and outputs go only where a live fence answer says. */
+  store?: 'presigned';
   /** Aborts the job when the lease is lost. */
   abort: AbortController;
 }

@@ -214,7 +214,11 @@ export class Worker {
 
   /** A lease was won: its attempt runs, and its admission slot is freed once the attempt is over. */
   private startAttempt({ work, type, reply, sentAt, late }: Grant, release: () => void): void {
-    const lease = this.leases.add({ jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant }, sentAt, reply.ttlMs);
+    const lease = this.leases.add(
+      { jobId: work.jobId, attempt: work.attempt, token: reply.token, tenant: work.tenant, ...(reply.store ? { store: reply.store } : {}) },
+      sentAt,
+      reply.ttlMs,
+    );
     const attempt = new Attempt(this.attemptContext, lease, type);
     this.running.set(work.jobId, attempt);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });

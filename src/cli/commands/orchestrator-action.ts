@@ -7,6 +7,7 @@ import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
 import { amqpUrl, ledgerChoice, metricsListener, UsageError } from '../options.js';
+import { objectStoreFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
 export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
@@ -18,6 +19,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
+  const objectStore = objectStoreFrom(flags);
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker.
   const instrument = await loadInstrument();
   const logger = createLogger('planrun-orchestrator');
@@ -46,6 +48,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
+    objectStore,
     ...metricsListener(flags),
   });
   let exiting = false;
@@ -60,7 +63,14 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   process.on('SIGTERM', () => void shutdown());
   process.on('SIGINT', () => void shutdown());
   logger.info(
-    { pid: process.pid, dataDir: flags.dataDir, url: service.url, metrics: service.metricsUrl, ...(embedded ? { brokerSocket: embedded.socketPath } : {}) },
+    {
+      pid: process.pid,
+      dataDir: flags.dataDir,
+      url: service.url,
+      metrics: service.metricsUrl,
+      ...(embedded ? { brokerSocket: embedded.socketPath } : {}),
+      ...(objectStore ? { store: objectStore.describe() } : {}),
+    },
     `orchestrator ready; HTTP API on ${service.url}`,
   );
 }

@@ -6,6 +6,7 @@ import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
 import { checkJobModules } from '../job-modules.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
+import { objectStoreFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
@@ -13,6 +14,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   checkLeaseTiming(flags.leaseTtl, flags.heartbeatInterval);
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
   await checkJobModules(flags.jobs ?? []);
+  const objectStore = objectStoreFrom(flags);
   // up's console is for people: what happens, at info, in lines to read (PLANRUN_LOG_FORMAT=json for JSON);
   // PLANRUN_LOG_LEVEL=warn for problems only.
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
@@ -26,6 +28,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     port: flags.port,
     ...metricsListener(flags),
     ...(amqp ? { amqp } : {}),
+    ...(objectStore ? { objectStore } : {}),
     workers: flags.workers,
     slots: flags.slots,
     jobs: flags.jobs ?? [],
@@ -68,7 +71,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
       `  metrics   ${stack.service.metricsUrl}   (${flags.metricsPort === undefined ? 'with the key below' : 'no key'})`,
       `  broker    ${stack.brokerDescription}`,
       `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
-      `  outputs   ${join(dataDir, 'outputs')}`,
+      `  outputs   ${objectStore ? objectStore.describe() : join(dataDir, 'outputs')}`,
       `  workers   ${flags.workers} × ${flags.slots} slots, restarted when they exit`,
       `  key       ${stack.key}   (tenant "${localTenant}", saved in ${join(dataDir, localKeyFile)})`,
       '',

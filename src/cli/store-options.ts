@@ -1,0 +1,51 @@
+import type { Command } from 'commander';
+import { parseStoreUrl, S3OutputStore } from '../orchestrator/object-store.js';
+import { UsageError } from './options.js';
+
+export interface StoreFlags {
+  store?: string;
+  storeEndpoint?: string;
+  storeRegion?: string;
+  storePathStyle?: boolean;
+}
+
+/** The object-store flags of `planrun orchestrator` and `planrun up`. Credentials come only from the AWS environment. */
+export function addStoreOptions(command: Command): Command {
+  return command
+    .option(
+      '--store <s3://bucket/prefix>',
+      'keep outputs in an S3-compatible object store (credentials from the AWS environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE…); workers get presigned upload URLs with the fence',
+    )
+    .option('--store-endpoint <url>', "the object store's endpoint, for MinIO, R2, Ceph… (default: AWS S3)")
+    .option('--store-region <region>', "the object store's region (default: AWS_REGION, else us-east-1)")
+    .option('--store-path-style', 'address the bucket in the path (endpoint/bucket/key), as most non-AWS stores need');
+}
+
+/** The store the flags name, or undefined without `--store`. */
+export function objectStoreFrom(flags: StoreFlags): S3OutputStore | undefined {
+  if (!flags.store) {
+    if (flags.storeEndpoint || flags.storeRegion || flags.storePathStyle)
+      throw new UsageError('--store-endpoint, --store-region and --store-path-style go with --store s3://bucket/prefix');
+    return undefined;
+  }
+  let location;
+  try {
+    location = parseStoreUrl(flags.store);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (flags.storeEndpoint) {
+    try {
+      const url = new URL(flags.storeEndpoint);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
+    } catch {
+      throw new UsageError(`--store-endpoint must be an http(s) URL, not ${JSON.stringify(flags.storeEndpoint)}`);
+    }
+  }
+  return new S3OutputStore({
+    ...location,
+    ...(flags.storeEndpoint ? { endpoint: flags.storeEndpoint } : {}),
+    ...(flags.storeRegion ? { region: flags.storeRegion } : {}),
+    forcePathStyle: flags.storePathStyle ?? false,
+  });
+}

@@ -1,0 +1,139 @@
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+
+/**
+ * The orchestrator's side of the S3-compatible output store (AWS S3, MinIO, R2, Ceph…).
+ * Only the orchestrator holds the store's credentials, taken from the standard AWS
+ * environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,
+ * AWS_REGION…), never from a flag. It hands workers presigned PUT URLs for attempt-scoped
+ * keys with a positive fence answer, and readers presigned GET URLs (see docs/storage.md).
+ */
+export interface S3StoreConfig {
+  bucket: string;
+  /** Key prefix, without leading or trailing slash; may be empty. */
+  prefix: string;
+  /** A non-AWS endpoint (MinIO, R2, a test server): `http(s)://host:port`. */
+  endpoint?: string;
+  /** Default: AWS_REGION, else `us-east-1`. */
+  region?: string;
+  /** Address the bucket in the path (`endpoint/bucket/key`) rather than the host name; needed by most non-AWS stores. */
+  forcePathStyle?: boolean;
+  /** Credentials for tests; production takes them from the AWS environment. */
+  credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+}
+
+/** What `--store` accepts: `s3://BUCKET` or `s3://BUCKET/PREFIX`. */
+export function parseStoreUrl(url: string): { bucket: string; prefix: string } {
+  const match = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(url);
+  if (!match) throw new Error(`--store must be s3://BUCKET/PREFIX, not ${JSON.stringify(url)}`);
+  const bucket = match[1]!;
+  const prefix = (match[2] ?? '').replace(/^\/+|\/+$/g, '');
+  if (prefix.split('/').some((part) => part === '.' || part === '..')) throw new Error(`--store prefix may not contain . or .. segments: ${url}`);
+  return { bucket, prefix };
+}
+
+export interface AttemptRef {
+  tenant: string;
+  jobId: string;
+  attempt: number;
+}
+
+/** One presigned upload handed to a worker with a positive fence answer. */
+export interface OutputUpload {
+  name: string;
+  /** A presigned PUT URL; the request must send exactly `bytes` bytes (Content-Length is signed). */
+  url: string;
+  /** What the result names: `s3://bucket/key`. */
+  location: string;
+}
+
+/**
+ * Checks an output name as a store key segment: a relative path of plain segments (the
+ * folder store takes the same names, subfolders included), never absolute, never `..`
+ * or `.`, no empty segment, no backslash or control character. Says what is wrong, or
+ * nothing.
+ */
+export function outputNameProblem(name: string): string | undefined {
+  if (name === '') return 'is an empty name';
+  if (name.startsWith('/')) return 'is an absolute path';
+  if (name.length > 512) return 'is longer than 512 characters';
+  // eslint-disable-next-line no-control-regex
+  if (/[\\\u0000-\u001f\u007f]/.test(name)) return 'contains a backslash or a control character';
+  for (const segment of name.split('/')) {
+    if (segment === '') return 'has an empty path segment';
+    if (segment === '.' || segment === '..') return 'has a . or .. segment';
+  }
+  return undefined;
+}
+
+export class S3OutputStore {
+  readonly bucket: string;
+  readonly prefix: string;
+  private readonly client: S3Client;
+
+  constructor(config: S3StoreConfig) {
+    this.bucket = config.bucket;
+    this.prefix = config.prefix;
+    this.client = new S3Client({
+      region: config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1',
+      ...(config.endpoint ? { endpoint: config.endpoint } : {}),
+      forcePathStyle: config.forcePathStyle ?? false,
+      ...(config.credentials ? { credentials: config.credentials } : {}),
+      // A presigned PUT must not carry a checksum of an empty body: the worker streams the file.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    });
+  }
+
+  /** `s3://bucket/prefix` */
+  describe(): string {
+    return `s3://${this.bucket}${this.prefix ? `/${this.prefix}` : ''}`;
+  }
+
+  keyOf(ref: AttemptRef, name: string): string {
+    const key = `${ref.tenant}/${ref.jobId}/${ref.attempt}/${name}`;
+    return this.prefix ? `${this.prefix}/${key}` : key;
+  }
+
+  locationOf(key: string): string {
+    return `s3://${this.bucket}/${key}`;
+  }
+
+  /** The key of an `s3://` location in this store's bucket and prefix, or undefined for any other location. */
+  keyOfLocation(location: string): string | undefined {
+    const head = `s3://${this.bucket}/`;
+    if (!location.startsWith(head)) return undefined;
+    const key = location.slice(head.length);
+    if (this.prefix && !key.startsWith(`${this.prefix}/`)) return undefined;
+    return key;
+  }
+
+  /** Presigned PUTs for one attempt's outputs, valid for `expiresInMs` (at least one second). */
+  async presignUploads(ref: AttemptRef, outputs: ReadonlyArray<{ name: string; bytes: number }>, expiresInMs: number): Promise<OutputUpload[]> {
+    const expiresIn = Math.max(1, Math.ceil(expiresInMs / 1000));
+    return Promise.all(
+      outputs.map(async ({ name, bytes }) => {
+        const key = this.keyOf(ref, name);
+        const url = await getSignedUrl(this.client, new PutObjectCommand({ Bucket: this.bucket, Key: key, ContentLength: bytes }), { expiresIn });
+        return { name, url, location: this.locationOf(key) };
+      }),
+    );
+  }
+
+  /** A short-lived presigned GET for a key (readers of `GET /v1/jobs/:id/outputs/:name`). */
+  presignDownload(key: string, expiresInMs: number, fileName?: string): Promise<string> {
+    return getSignedUrl(
+      this.client,
+      new GetObjectCommand({
+        Bucket: this.bucket,
+        Key: key,
+        ...(fileName ? { ResponseContentDisposition: `attachment; filename="${fileName.replace(/["\\]/g, '_')}"` } : {}),
+      }),
+      { expiresIn: Math.max(1, Math.ceil(expiresInMs / 1000)) },
+    );
+  }
+
+  close(): void {
+    this.client.destroy();
+  }
+}

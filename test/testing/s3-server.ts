@@ -1,0 +1,61 @@
+/**
+ * An S3-protocol server for tests: the npm package s3rver, serving the real S3 HTTP API
+ * from a temp folder, in this process, on a free port of 127.0.0.1. Nothing global: each
+ * test starts its own and stops it.
+ */
+import { createRequire } from 'node:module';
+import { S3OutputStore } from '../../src/orchestrator/object-store.js';
+import { tempDir } from './temp-dir.js';
+
+interface S3rverInstance {
+  run(): Promise<{ address: string; port: number }>;
+  close(): Promise<void>;
+}
+type S3rverClass = new (options: {
+  port: number;
+  address: string;
+  silent: boolean;
+  directory: string;
+  configureBuckets: Array<{ name: string }>;
+}) => S3rverInstance;
+
+const S3rver = createRequire(import.meta.url)('s3rver') as S3rverClass;
+
+/** s3rver's fixed credentials: what the orchestrator's AWS environment holds in these tests. */
+export const testS3Credentials = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
+
+export interface TestS3Server {
+  endpoint: string;
+  bucket: string;
+  /** The folder s3rver keeps its objects in. */
+  directory: string;
+  /** An orchestrator-side store on this server, with the test credentials. */
+  store(prefix?: string): S3OutputStore;
+  /** The AWS environment an orchestrator process needs for this server. */
+  env: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+export async function startS3Server(bucket = 'planrun-test'): Promise<TestS3Server> {
+  const dir = tempDir('planrun-s3-');
+  const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir.path, configureBuckets: [{ name: bucket }] });
+  const { port } = await server.run();
+  const endpoint = `http://127.0.0.1:${port}`;
+  const stores: S3OutputStore[] = [];
+  return {
+    endpoint,
+    bucket,
+    directory: dir.path,
+    store: (prefix = 'outputs') => {
+      const store = new S3OutputStore({ bucket, prefix, endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials });
+      stores.push(store);
+      return store;
+    },
+    env: { AWS_ACCESS_KEY_ID: testS3Credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: testS3Credentials.secretAccessKey, AWS_REGION: 'us-east-1' },
+    stop: async () => {
+      for (const store of stores) store.close();
+      await server.close();
+      dir.remove();
+    },
+  };
+}
