@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { parseStoreUrl, S3OutputStore } from '../orchestrator/object-store.js';
+import type { S3OutputStore } from '../orchestrator/object-store.js';
+import { parseStoreUrl } from '../orchestrator/store-names.js';
 import { UsageError } from './options.js';
 
 export interface StoreFlags {
@@ -21,8 +22,8 @@ export function addStoreOptions(command: Command): Command {
     .option('--store-path-style', 'address the bucket in the path (endpoint/bucket/key), as most non-AWS stores need');
 }
 
-/** The store the flags name, or undefined without `--store`. */
-export function objectStoreFrom(flags: StoreFlags): S3OutputStore | undefined {
+/** The store the flags name, or undefined without `--store`. The S3 client is loaded only then. */
+export async function objectStoreFrom(flags: StoreFlags): Promise<S3OutputStore | undefined> {
   if (!flags.store) {
     if (flags.storeEndpoint || flags.storeRegion || flags.storePathStyle)
       throw new UsageError('--store-endpoint, --store-region and --store-path-style go with --store s3://bucket/prefix');
@@ -42,6 +43,7 @@ export function objectStoreFrom(flags: StoreFlags): S3OutputStore | undefined {
       throw new UsageError(`--store-endpoint must be an http(s) URL, not ${JSON.stringify(flags.storeEndpoint)}`);
     }
   }
+  const { S3OutputStore } = await import('../orchestrator/object-store.js');
   return new S3OutputStore({
     ...location,
     ...(flags.storeEndpoint ? { endpoint: flags.storeEndpoint } : {}),

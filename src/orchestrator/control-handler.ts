@@ -16,7 +16,8 @@ import {
 } from '../control/protocol.js';
 import type { Job } from '../ledger/ledger.js';
 import type { Fleet } from './fleet.js';
-import { outputNameProblem, type S3OutputStore } from './object-store.js';
+import type { S3OutputStore } from './object-store.js';
+import { outputNameProblem } from './store-names.js';
 
 /** How long an upload URL stays valid past the lease deadline it was given under, by default. */
 export const defaultUploadGraceMs = 10_000;

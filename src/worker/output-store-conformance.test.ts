@@ -13,7 +13,8 @@ import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from '../../test/testing/free-port.js';
 import { startS3Server, testS3Credentials, type TestS3Server } from '../../test/testing/s3-server.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
-import { outputNameProblem, parseStoreUrl, S3OutputStore } from '../orchestrator/object-store.js';
+import { S3OutputStore } from '../orchestrator/object-store.js';
+import { outputNameProblem, parseStoreUrl } from '../orchestrator/store-names.js';
 import { DirectoryOutputStore, PresignedOutputStore, StorageError, type AttemptKey, type OutputStore } from './output-store.js';
 
 interface StoreUnderTest {

@@ -19,7 +19,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
-  const objectStore = objectStoreFrom(flags);
+  const objectStore = await objectStoreFrom(flags);
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker.
   const instrument = await loadInstrument();
   const logger = createLogger('planrun-orchestrator');

@@ -14,7 +14,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   checkLeaseTiming(flags.leaseTtl, flags.heartbeatInterval);
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
   await checkJobModules(flags.jobs ?? []);
-  const objectStore = objectStoreFrom(flags);
+  const objectStore = await objectStoreFrom(flags);
   // up's console is for people: what happens, at info, in lines to read (PLANRUN_LOG_FORMAT=json for JSON);
   // PLANRUN_LOG_LEVEL=warn for problems only.
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
