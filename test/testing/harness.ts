@@ -13,6 +13,7 @@ import type { Ledger, LedgerConfig, ResultMessage } from '../../src/ledger/ledge
 import { openSqliteLedger } from '../../src/ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../../src/orchestrator/orchestrator.js';
 import { Topology } from '../../src/topology.js';
+import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import { DirectoryOutputStore } from '../../src/worker/output-store.js';
 import { loadJobTypes } from '../../src/worker/runner/job-type.js';
 import { ProcessPool } from '../../src/worker/runner/pool.js';
@@ -35,6 +36,8 @@ export interface HarnessOptions {
   sweepIntervalMs?: number;
   /** The fleet key the orchestrator requires of workers (none unless given). */
   fleetKey?: string;
+  /** An object store for outputs: live fence answers then carry presigned upload URLs. */
+  objectStore?: S3OutputStore;
 }
 
 export class Harness {
@@ -62,6 +65,7 @@ export class Harness {
       sweepIntervalMs: this.options.sweepIntervalMs ?? 100,
       relay: { idleIntervalMs: 50, retryIntervalMs: 200 },
       ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
+      ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
     });
     await this.orchestrator.start();
     this.closers.push(
