@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
-import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
+import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
 
 export interface UpFlags extends StoreFlags {
   amqp?: string;
@@ -26,25 +26,21 @@ export interface UpFlags extends StoreFlags {
 
 export function registerUpCommand(program: Command): void {
   addStoreOptions(
-    program
-      .command('up')
-      .description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers')
-      .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL); without it, an embedded broker')
-      .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
-      .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun')
-      .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
-      .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
-      .option('--metrics-port <n>', 'serve GET /metrics on this port, without a key (instead of on the API port, with one)', positiveIntOption)
-      .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1')
+    addLedgerTimingOptions(
+      addListenOptions(
+        program
+          .command('up')
+          .description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers')
+          .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL); without it, an embedded broker')
+          .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
+          .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun'),
+      ),
+    )
       .option('--workers <n>', 'local worker processes', positiveIntOption, 2)
       .option('--slots <n>', 'jobs each worker runs at once', positiveIntOption, 2)
       .option('--jobs <module>', 'a job-types module the workers load as well as the built-in types (repeatable)', collect)
       .option('--capabilities <list>', 'comma-separated capabilities of the local workers (ffmpeg is detected)', listOption)
-      .addOption(durationFlag('--lease-ttl <duration>', 'how long a lease lasts without a heartbeat', defaultLedgerConfig.leaseTtlMs))
       .addOption(durationFlag('--heartbeat-interval <duration>', 'how often workers renew their leases', 30_000))
-      .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
-      .addOption(durationFlag('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', defaultLedgerConfig.backoffBaseMs))
-      .addOption(durationFlag('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', 1_000))
       .addOption(
         durationFlag(
           '--stop-grace <duration>',
