@@ -10,9 +10,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { Client } from '../client/client.js';
-import { isPlanrunApiError } from '../client/errors.js';
+import { ApiErrorCode, isPlanrunApiError } from '../client/errors.js';
 import { localKeyFile, localUrlFile } from '../deploy/local-key.js';
-import { UsageError } from './options.js';
+import { ExitCode } from './exit-codes.js';
+import { CommandFailure, UsageError } from './options.js';
 
 export const defaultApiUrl = 'http://127.0.0.1:7700';
 export const defaultDataDir = './.planrun';
@@ -92,6 +93,8 @@ export async function talkingToApi<T>(flags: ClientFlags, body: () => Promise<T>
           `${apiUrl(flags)} refused the API key (${error.message}). Pass a valid one with --key or PLANRUN_KEY, ` +
             `or use the one \`planrun up\` saved in ${join(flags.dataDir, localKeyFile)}.`,
         );
+      case ApiErrorCode.outputMismatch:
+        throw new CommandFailure(error.message, ExitCode.outputMismatch);
       default:
         throw new UsageError(`${error.message} (${error.code}${error.status ? `, HTTP ${error.status}` : ''})`);
     }

@@ -11,6 +11,8 @@ export const ExitCode = {
   failed: 1,
   /** A usage error: a bad or missing option or argument, or something the user must fix first (no key, no data, an API that cannot be reached or refuses). */
   usage: 2,
+  /** `download`: an output's size or sha256 is not the one its result names (EX_DATAERR); nothing was kept under its name. */
+  outputMismatch: 65,
   /** A worker stopped by a Fatal error (or refused by the orchestrator): its supervisor should start a fresh one. */
   workerFatal: fatalExitCode,
   /** Ctrl-C while following a job (128 + SIGINT); the job itself goes on. */

@@ -79,7 +79,11 @@ export function formatJob(job: JobView): string {
   if (job.endedAt) lines.push(['ended', `${shortTime(job.endedAt)} (${elapsed(job.createdAt, job.endedAt)} after submission)`]);
   else lines.push(['updated', shortTime(job.updatedAt)]);
   if (job.result?.data !== undefined) lines.push(['result', JSON.stringify(job.result.data)]);
-  for (const [name, location] of Object.entries(job.result?.outputs ?? {})) lines.push(['output', `${name}  ${location}`]);
+  for (const [name, location] of Object.entries(job.result?.outputs ?? {})) {
+    lines.push(['output', `${name}  ${location}`]);
+    const file = job.result?.outputFiles?.[name];
+    if (file?.sha256 !== undefined) lines.push(['', `${file.bytes} bytes  sha256 ${file.sha256}`]);
+  }
   if (job.error) lines.push(['error', `${job.error.code} (${job.error.class}): ${job.error.message}`]);
   const width = Math.max(...lines.map(([label]) => label.length));
   const out = lines.map(([label, value]) => `${label.padEnd(width)}  ${value}`);
@@ -148,7 +152,10 @@ export function formatFinal(job: JobView): string {
   const took = elapsed(job.createdAt, job.endedAt);
   const lines = [`${job.id} ${stateLabel(job)}, ${attemptLabel(job)}${took ? `, ${took} after submission` : ''}`];
   if (job.result?.data !== undefined) lines.push(`result: ${JSON.stringify(job.result.data)}`);
-  for (const [name, location] of Object.entries(job.result?.outputs ?? {})) lines.push(`output: ${name} ${location}`);
+  for (const [name, location] of Object.entries(job.result?.outputs ?? {})) {
+    const file = job.result?.outputFiles?.[name];
+    lines.push(`output: ${name} ${location}${file?.sha256 === undefined ? '' : `  ${file.bytes} bytes  sha256 ${file.sha256}`}`);
+  }
   if (job.error) lines.push(`error: ${job.error.code} (${job.error.class}): ${job.error.message}`);
   return lines.join('\n');
 }

@@ -16,7 +16,7 @@ import { registerWatchCommand } from './commands/watch.js';
 import { registerUpCommand } from './commands/up.js';
 import { registerWorkerCommand } from './commands/worker.js';
 import { ExitCode } from './exit-codes.js';
-import { UsageError } from './options.js';
+import { CommandFailure, UsageError } from './options.js';
 
 const program = new Command();
 program
@@ -48,6 +48,10 @@ try {
   // Commander has printed its message (or the help, or the version) already.
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage);
   // Errors a user can act on get one clear line, not a stack trace.
+  if (error instanceof CommandFailure) {
+    console.error(`planrun: ${error.message}`);
+    process.exit(error.exitCode);
+  }
   if (
     error instanceof UsageError ||
     error instanceof LedgerError ||

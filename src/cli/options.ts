@@ -102,3 +102,14 @@ export function checkLeaseTiming(leaseTtlMs: number, heartbeatIntervalMs: number
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
+
+/** A command that failed for a reason its own exit code names (README, "Exit codes"): one line on stderr, no stack. */
+export class CommandFailure extends Error {
+  override readonly name = 'CommandFailure';
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}

@@ -19,12 +19,20 @@ import {
   type JobSummary,
   type JobView,
   type ListOptions,
+  type OutputFile,
   type ReconnectOptions,
   type SubmitOptions,
   type SubmittedJob,
   type TerminalJobView,
   type WaitOptions,
 } from './types.js';
+
+/** How what arrived differs from what the result names (size first, then sha256), or undefined when it does not. */
+function outputMismatch(expected: OutputFile | undefined, got: { bytes: number; sha256: string }): { expected: string; got: string } | undefined {
+  if (expected?.bytes !== undefined && expected.bytes !== got.bytes) return { expected: `${expected.bytes} bytes`, got: `${got.bytes} bytes` };
+  if (expected?.sha256 !== undefined && expected.sha256 !== got.sha256) return { expected: `sha256 ${expected.sha256}`, got: `sha256 ${got.sha256}` };
+  return undefined;
+}
 
 /** `wait` stops reopening a stream that failed this many times in a row without an event, and polls. */
 const maxStreamFailures = 3;
@@ -46,6 +54,8 @@ export interface DownloadedOutput {
   bytes: number;
   /** Of the bytes written, hex. */
   sha256: string;
+  /** Its size and sha256 were checked against the result's; false only for a result stored before planrun recorded them. */
+  verified: boolean;
 }
 
 /**
@@ -134,7 +144,10 @@ export class Client {
    * Writes every output of a finished job into `outDir` (default: the current folder),
    * each under its own name, streaming (no output is held in memory), and says what it
    * wrote with each file's sha256. A file is written under a temporary name and renamed
-   * once complete.
+   * only once its size and sha256 are the ones the result names (`outputFiles`; a result
+   * stored before planrun recorded them has none to check). A mismatch deletes the
+   * partial file and fails with code `output_mismatch`, naming the output, what the result
+   * names and what arrived.
    */
   async download(id: string, options: { outDir?: string; signal?: AbortSignal } = {}): Promise<DownloadedOutput[]> {
     const job = await this.get(id, options);
@@ -168,12 +181,23 @@ export class Client {
           },
           createWriteStream(partial),
         );
+        const got = { bytes, sha256: hash.digest('hex') };
+        const expected = job.result?.outputFiles?.[name];
+        const mismatch = outputMismatch(expected, got);
+        if (mismatch) {
+          throw new PlanrunApiError({
+            status: 0,
+            code: ApiErrorCode.outputMismatch,
+            message: `output ${JSON.stringify(name)} of job ${id} is not what its result names: expected ${mismatch.expected}, got ${mismatch.got}; nothing was kept`,
+            url: this.outputUrl(id, name),
+          });
+        }
         await rename(partial, target);
+        written.push({ name, path: target, ...got, verified: expected?.sha256 !== undefined });
       } catch (error) {
         await rm(partial, { force: true });
         throw error;
       }
-      written.push({ name, path: target, bytes, sha256: hash.digest('hex') });
     }
     return written;
   }

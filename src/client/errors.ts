@@ -15,6 +15,8 @@ export const ApiErrorCode = {
   timeout: 'timeout',
   /** An answer came back that does not follow the API's contract. */
   invalidResponse: 'invalid_response',
+  /** A downloaded output's size or sha256 is not the one its result names: nothing was kept under its name. */
+  outputMismatch: 'output_mismatch',
 } as const;
 export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];
 

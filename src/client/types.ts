@@ -8,6 +8,7 @@ import type { AttemptOutcomeView, FailureReasonView, JobEvent, JobResult, JobSta
 
 export type { AttemptView, JobEvent, JobPage, JobState, JobSummary, JobView, SubmittedJob, TerminalJobState, TerminalJobView } from '../wire/jobs.js';
 export type { FleetView, FleetWorker } from '../wire/fleet.js';
+export type { OutputFile } from '../wire/outputs.js';
 
 /** Why a failed job failed (open: a newer server may name a reason this version does not). */
 export type FailureReason = FailureReasonView;

@@ -49,6 +49,20 @@ export type HeldBackType = z.infer<typeof heldBackType>;
 const jobResult = z.object({
   data: z.unknown().optional(),
   outputs: z.record(z.string(), z.string()).optional(),
+  // Optional: a worker of an earlier version sends only `outputs`.
+  outputFiles: z
+    .record(
+      z.string(),
+      z.object({
+        location: z.string(),
+        bytes: z.number().int().min(0).optional(),
+        sha256: z
+          .string()
+          .regex(/^[0-9a-f]{64}$/)
+          .optional(),
+      }),
+    )
+    .optional(),
 });
 
 export const controlRequest = z.discriminatedUnion('op', [

@@ -4,6 +4,7 @@ import type { Job, Ledger, OutboxMessage } from '../ledger/ledger.js';
 import { isValidName, tenantNameProblem } from '../submission/rules.js';
 import { resultRoutingKey, tenantHeader, type Topology } from '../topology.js';
 import { Loop } from './loop.js';
+import { withOutputFiles } from '../wire/outputs.js';
 
 export interface OutboxRelayOptions {
   /** Rows taken and published (pipelined, each confirmed) per round. */
@@ -143,7 +144,8 @@ export class OutboxRelay {
       }
       return;
     }
-    const { body } = row;
+    // A row written before results carried outputFiles gains them here, as a read of the job does.
+    const body = row.body.result ? { ...row.body, result: withOutputFiles(row.body.result) } : row.body;
     await this.broker.publish(this.topology.resultsExchange, resultRoutingKey(body.tenant, body.type, body.state), Buffer.from(JSON.stringify(body)), {
       messageId: body.id,
       headers: { [tenantHeader]: body.tenant },

@@ -10,6 +10,7 @@
  */
 import type { SerializedError } from '../core/errors.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../ledger/states.js';
+import { outputFileSchema, type OutputFile } from './outputs.js';
 import { allRequired, nullableTimeSchema, timeSchema, type RequiredKeys, type SchemaProperties } from './schema.js';
 
 export type { JobState };
@@ -28,8 +29,10 @@ export type AttemptOutcomeView = AttemptOutcome | (string & {});
 export interface JobResult {
   /** What the job returned, as JSON. */
   data?: unknown;
-  /** Output name -> where it was stored (a path or URL), scoped to the settled attempt. */
+  /** Output name -> where it was stored (a path or `s3://` URL), scoped to the settled attempt. */
   outputs?: Record<string, string>;
+  /** The same outputs with their size and sha256: name -> `{ location, bytes, sha256 }` (src/wire/outputs.ts). */
+  outputFiles?: Record<string, OutputFile>;
 }
 
 export interface AttemptView {
@@ -149,6 +152,7 @@ export const serializedErrorSchema = {
 const jobResultProperties = {
   data: { description: 'what the job returned, as JSON' },
   outputs: { type: 'object', additionalProperties: { type: 'string' }, description: 'output name -> where it was stored' },
+  outputFiles: { type: 'object', additionalProperties: outputFileSchema, description: 'output name -> { location, bytes, sha256 }' },
 } as const satisfies SchemaProperties<JobResult>;
 
 const jobResultSchema = { type: ['object', 'null'], properties: jobResultProperties } as const;

@@ -14,6 +14,7 @@ import type { RunTask } from './runner/protocol.js';
 import type { RunOutcome } from './runner/run-outcome.js';
 import { createScratch, removeScratch } from './runner/scratch.js';
 import type { FencedOutReason, LeaseLossReason, WorkerEvents } from './worker-events.js';
+import { plainLocations, type StoredFile } from '../wire/outputs.js';
 
 /** Runs job code; the process pool in production, anything with the same contract in tests. */
 export interface JobRunner {
@@ -161,12 +162,12 @@ export class Attempt {
     }
     let result: JobResult;
     try {
-      let outputs: Record<string, string> = {};
+      let outputFiles: Record<string, StoredFile> = {};
       if (storing) {
-        outputs = await fenced.store.put(lease, scratchDir, files);
-        context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs });
+        outputFiles = await fenced.store.put(lease, scratchDir, files);
+        context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs: plainLocations(outputFiles), files: outputFiles });
       }
-      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs };
+      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs: plainLocations(outputFiles), outputFiles };
     } catch (error) {
       if (this.lost) {
         // The lease was lost during the upload (which it aborted): nothing is settled.

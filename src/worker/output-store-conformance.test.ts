@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from '../../test/testing/free-port.js';
@@ -42,7 +43,7 @@ const stores: Array<[string, () => StoreUnderTest]> = [
     'the folder store',
     () => {
       const store = new DirectoryOutputStore(join(dir.path, 'outputs'));
-      return { forAttempt: async () => store, read: async (location) => readFileSync(location) };
+      return { forAttempt: async () => store, read: async (location) => readFileSync(new URL(location)) };
     },
   ],
   [
@@ -76,7 +77,7 @@ function scratchWith(name: string, files: Record<string, string | Buffer>): stri
 
 for (const [label, make] of stores) {
   describe(`OutputStore conformance: ${label}`, () => {
-    it('stores each named file, subfolders included, and each location reads back the same bytes', async () => {
+    it('stores each named file, subfolders included, and names { location, bytes, sha256 } of the bytes each location reads back', async () => {
       const store = make();
       const big = Buffer.alloc(3 * 1024 * 1024 + 17, 7);
       const files = { 'a.txt': 'alpha\n', 'sub/b.bin': big, 'empty.txt': '' };
@@ -85,7 +86,15 @@ for (const [label, make] of stores) {
       const names = Object.keys(files);
       const stored = await (await store.forAttempt(key, scratch, names)).put(key, scratch, names);
       assert.deepEqual(Object.keys(stored).sort(), [...names].sort());
-      for (const [name, content] of Object.entries(files)) assert.deepEqual(await store.read(stored[name]!), Buffer.from(content));
+      for (const [name, content] of Object.entries(files)) {
+        const entry = stored[name]!;
+        assert.deepEqual(Object.keys(entry).sort(), ['bytes', 'location', 'sha256']);
+        assert.match(entry.location, /^(file|s3):\/\//);
+        const read = await store.read(entry.location);
+        assert.deepEqual(read, Buffer.from(content));
+        assert.equal(entry.bytes, read.length);
+        assert.equal(entry.sha256, createHash('sha256').update(read).digest('hex'));
+      }
     });
 
     it('locations are scoped to (tenant, job, attempt): a later attempt never overwrites an earlier one', async () => {
@@ -96,13 +105,30 @@ for (const [label, make] of stores) {
       const scratch2 = scratchWith(`${label}-s2`, { 'out.txt': 'second' });
       const a = await (await store.forAttempt(first, scratch1, ['out.txt'])).put(first, scratch1, ['out.txt']);
       const b = await (await store.forAttempt(second, scratch2, ['out.txt'])).put(second, scratch2, ['out.txt']);
-      assert.notEqual(a['out.txt'], b['out.txt']);
-      assert.match(a['out.txt']!, /acme[/\\]job-scoped[/\\]1[/\\]out\.txt$/);
-      assert.equal((await store.read(a['out.txt']!)).toString(), 'first');
-      assert.equal((await store.read(b['out.txt']!)).toString(), 'second');
+      assert.notEqual(a['out.txt']!.location, b['out.txt']!.location);
+      assert.match(a['out.txt']!.location, /acme\/job-scoped\/1\/out\.txt$/);
+      assert.equal((await store.read(a['out.txt']!.location)).toString(), 'first');
+      assert.equal((await store.read(b['out.txt']!.location)).toString(), 'second');
+      assert.notEqual(a['out.txt']!.sha256, b['out.txt']!.sha256);
     });
   });
 }
+
+describe('the folder store', () => {
+  it('names a file:// URL under <root>/<tenant>/<job>/<attempt>/, and never replaces a stored file (the same attempt storing twice fails, the first bytes stay)', async () => {
+    const root = join(dir.path, 'no-overwrite');
+    const store = new DirectoryOutputStore(root);
+    const key = { tenant: 'acme', jobId: 'j-once', attempt: 1 };
+    const first = await store.put(key, scratchWith('once-1', { 'o.txt': 'first' }), ['o.txt']);
+    assert.deepEqual(first['o.txt'], {
+      location: pathToFileURL(join(root, 'acme', 'j-once', '1', 'o.txt')).href,
+      bytes: 5,
+      sha256: createHash('sha256').update('first').digest('hex'),
+    });
+    await assert.rejects(store.put(key, scratchWith('once-2', { 'o.txt': 'second' }), ['o.txt']), { code: 'EEXIST' });
+    assert.equal(readFileSync(join(root, 'acme', 'j-once', '1', 'o.txt'), 'utf8'), 'first');
+  });
+});
 
 describe('the S3 store', () => {
   it('names s3://bucket/<prefix>/<tenant>/<job>/<attempt>/<name>, and the worker computes each sha256 on the way', async () => {
@@ -111,8 +137,11 @@ describe('the S3 store', () => {
     const key = { tenant: 'acme', jobId: 'j1', attempt: 3 };
     const presigned = new PresignedOutputStore(await store.presignUploads(key, [{ name: 'r.bin', bytes: 9 }], 60_000));
     const stored = await presigned.put(key, scratch, ['r.bin']);
-    assert.equal(stored['r.bin'], `s3://${s3.bucket}/fleet/outputs/acme/j1/3/r.bin`);
-    assert.deepEqual(presigned.digests.get('r.bin'), { bytes: 9, sha256: createHash('sha256').update('rendition').digest('hex') });
+    assert.deepEqual(stored['r.bin'], {
+      location: `s3://${s3.bucket}/fleet/outputs/acme/j1/3/r.bin`,
+      bytes: 9,
+      sha256: createHash('sha256').update('rendition').digest('hex'),
+    });
   });
 
   it('a presigned URL used after it expired is refused by the store, and nothing is stored', async () => {

@@ -1,7 +1,10 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { copyFile, mkdir, constants, stat } from 'node:fs/promises';
+import { createHash, type Hash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { pathToFileURL } from 'node:url';
+import type { StoredFile } from '../wire/outputs.js';
 
 export interface AttemptKey {
   tenant: string;
@@ -15,8 +18,11 @@ export interface AttemptKey {
  * and can never overwrite the settled attempt's files.
  */
 export interface OutputStore {
-  /** Copies `files` (paths inside `scratchDir`) and returns name -> stored location. */
-  put(key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, string>>;
+  /**
+   * Copies `files` (paths inside `scratchDir`) and returns, by name, where each was stored
+   * (a URL: `file://` or `s3://`), its size and the sha256 of the bytes stored, computed on the way.
+   */
+  put(key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, StoredFile>>;
 }
 
 /** The default store: a directory, laid out as `<root>/<tenant>/<job>/<attempt>/<file>`. */
@@ -31,19 +37,42 @@ export class DirectoryOutputStore implements OutputStore {
     return join(this.root, key.tenant, key.jobId, String(key.attempt));
   }
 
-  async put(key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, string>> {
+  async put(key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, StoredFile>> {
     const dir = this.locationOf(key);
     await mkdir(dir, { recursive: true });
-    const stored: Record<string, string> = {};
+    const stored: Record<string, StoredFile> = {};
     for (const file of files) {
       const target = join(dir, file);
       await mkdir(dirname(target), { recursive: true });
-      // COPYFILE_EXCL: within an attempt's own folder nothing may be replaced either.
-      await copyFile(join(scratchDir, file), target, constants.COPYFILE_EXCL);
-      stored[file] = target;
+      const hash = createHash('sha256');
+      let bytes = 0;
+      try {
+        // 'wx': within an attempt's own folder nothing may be replaced either.
+        await pipeline(
+          createReadStream(join(scratchDir, file)),
+          hashing(hash, (n) => (bytes += n)),
+          createWriteStream(target, { flags: 'wx' }),
+        );
+      } catch (error) {
+        // A copy that failed part-way leaves no partial file (one that was there before stays).
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') await rm(target, { force: true });
+        throw error;
+      }
+      stored[file] = { location: pathToFileURL(target).href, bytes, sha256: hash.digest('hex') };
     }
     return stored;
   }
+}
+
+/** A pipeline step that passes chunks through, feeding them to `hash` and counting their bytes. */
+function hashing(hash: Hash, counted: (bytes: number) => void): (chunks: AsyncIterable<Buffer>) => AsyncGenerator<Buffer> {
+  return async function* (chunks) {
+    for await (const chunk of chunks) {
+      hash.update(chunk);
+      counted(chunk.length);
+      yield chunk;
+    }
+  };
 }
 
 /** One upload a live fence answer allowed: a presigned PUT URL and the location the result names. */
@@ -72,8 +101,6 @@ export class StorageError extends Error {
  * result names it only after the settle that follows.
  */
 export class PresignedOutputStore implements OutputStore {
-  /** sha256 (hex) and size of each stored output, by name, once stored. */
-  readonly digests = new Map<string, { bytes: number; sha256: string }>();
   private readonly uploads: Map<string, PresignedUpload>;
 
   constructor(
@@ -83,13 +110,12 @@ export class PresignedOutputStore implements OutputStore {
     this.uploads = new Map(uploads.map((upload) => [upload.name, upload]));
   }
 
-  async put(_key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, string>> {
-    const stored: Record<string, string> = {};
+  async put(_key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, StoredFile>> {
+    const stored: Record<string, StoredFile> = {};
     for (const file of files) {
       const upload = this.uploads.get(file);
       if (!upload) throw new StorageError('storage_refused', `the fence answer carried no upload URL for output ${JSON.stringify(file)}`);
-      this.digests.set(file, await putFile(upload.url, join(scratchDir, file), this.signal));
-      stored[file] = upload.location;
+      stored[file] = { location: upload.location, ...(await putFile(upload.url, join(scratchDir, file), this.signal)) };
     }
     return stored;
   }

@@ -2,6 +2,7 @@ import { Listeners } from '../core/listeners.js';
 import type { SerializedError } from '../core/errors.js';
 import type { GrantRefusal, LeaseLoss, ReleaseResult } from '../ledger/ledger.js';
 import type { AdmissionRefusal } from './admission.js';
+import type { StoredFile } from '../wire/outputs.js';
 
 /**
  * Why a running attempt lost its lease: the ledger said so (a heartbeat, a progress
@@ -37,7 +38,7 @@ export type WorkerEvent =
   | { type: 'lease_lost'; jobId: string; attempt: number; reason: LeaseLossReason }
   | { type: 'progress'; jobId: string; attempt: number; fraction: number }
   | { type: 'fenced_out'; jobId: string; attempt: number; reason: FencedOutReason }
-  | { type: 'output_stored'; jobId: string; attempt: number; outputs: Record<string, string> }
+  | { type: 'output_stored'; jobId: string; attempt: number; outputs: Record<string, string>; files: Record<string, StoredFile> }
   | { type: 'settled'; jobId: string; attempt: number; state: string; transition: string }
   | { type: 'settle_refused'; jobId: string; attempt: number; reason: SettleRefusal }
   | { type: 'abandoned'; jobId: string; attempt: number; reason: AbandonReason }

@@ -11,6 +11,7 @@
  */
 import type { AttemptRecord, Job, ResultMessage } from '../../src/ledger/ledger.js';
 import { fatalExitCode } from '../../src/worker/exit-codes.js';
+import { plainLocation, type OutputFile } from '../../src/wire/outputs.js';
 import { forgedResultMark, type HistoryEvent, type HistoryEventOf, type RunConfig } from './history.js';
 import type { ChaosInput } from './job-input.js';
 
@@ -772,6 +773,16 @@ function staleOutput(ctx: Context): InvariantResult {
       violations.push({ jobId, message: `${jobId}@${attempt} stored output, but the ledger has no attempt ${attempt}`, events: ctx.eventsOf(jobId) });
       continue;
     }
+    const shadowed = shadowedOutputs(ctx.ledger.get(jobId)?.job, attempt, storedLocations(e.ev));
+    if (shadowed.length > 0) {
+      violations.push({
+        jobId,
+        message: `${jobId}@${attempt} stored ${shadowed.join(', ')} where the result names the settled attempt's output: a losing attempt's bytes are visible`,
+        focus: [e, ...ctx.ledgerEvent(jobId)],
+        events: ctx.eventsOf(jobId),
+      });
+      continue;
+    }
     if (record.outcome === 'finished' || record.endedAt === null || e.t <= record.endedAt + tolerance.outputCopy) continue;
     // A fence that said "live" while the lease was live, then a pause (or a slow reply)
     // before the copy: the race every lease check has. The copy lands in the attempt's own
@@ -798,6 +809,32 @@ function staleOutput(ctx: Context): InvariantResult {
   return result('fenced-output', 'G3', title, checked, violations, note);
 }
 
+/** Where an output_stored event says each output went, as plain locations (a history recorded before `files` has only `outputs`). */
+function storedLocations(ev: { outputs: Record<string, string>; files?: Record<string, { location: string }> }): Record<string, string> {
+  return ev.files ? Object.fromEntries(Object.entries(ev.files).map(([name, file]) => [name, plainLocation(file.location)])) : ev.outputs;
+}
+
+/** The outputs an attempt other than the settled one stored at a location the job's result names. */
+function shadowedOutputs(job: Job | undefined, attempt: number, stored: Record<string, string>): string[] {
+  if (!job || job.state !== 'finished' || job.attempt === attempt) return [];
+  const named = new Set([
+    ...Object.values(job.result?.outputs ?? {}),
+    ...Object.values(job.result?.outputFiles ?? {}).map((file) => plainLocation(file.location)),
+  ]);
+  return Object.entries(stored)
+    .filter(([, location]) => named.has(location))
+    .map(([name]) => name);
+}
+
+/** How the bytes `found` (by the runner after the run, or by the worker as it stored them) differ from what the result's entry names. */
+function contentProblems(name: string, file: OutputFile, found: { bytes?: number; sha256?: string }, by: string): string[] {
+  const problems: string[] = [];
+  if (file.bytes !== undefined && found.bytes !== file.bytes) problems.push(`output ${name} ${by} holds ${found.bytes} bytes, the result names ${file.bytes}`);
+  if (file.sha256 !== undefined && found.sha256 !== file.sha256)
+    problems.push(`output ${name} ${by} has sha256 ${found.sha256}, the result names ${file.sha256}`);
+  return problems;
+}
+
 function outputMatches(ctx: Context): InvariantResult {
   const title = "the stored output is the settled attempt's: in its (job, attempt) folder, with the bytes that attempt wrote";
   if (!ctx.hasLedger) return noLedger('output-matches', 'G3', title);
@@ -814,6 +851,15 @@ function outputMatches(ctx: Context): InvariantResult {
     if (Object.keys(outputs).length === 0) problems.push('the result names no output');
     const written = ctx.eventsOf(job.id).find((e): e is HistoryEventOf<'run_output'> => e.kind === 'run_output' && e.attempt === job.attempt);
     if (written && data.sha256 !== written.sha256) problems.push(`the result's digest is not the one attempt ${job.attempt} wrote`);
+    // Where the result carries outputFiles, each must name the same location, and the
+    // sha256 (and size) of the file found there and of the file the worker stored.
+    const files = job.result?.outputFiles;
+    const storedBySettled = ctx
+      .eventsOf(job.id)
+      .find(
+        (e): e is HistoryEventOf<'worker_event'> & { ev: { type: 'output_stored' } } =>
+          e.kind === 'worker_event' && e.ev.type === 'output_stored' && e.ev.attempt === job.attempt,
+      );
     for (const [name, path] of Object.entries(outputs)) {
       if (outputDir !== undefined && !path.startsWith(`${outputDir}/${job.tenant}/${job.id}/${job.attempt}/`)) {
         problems.push(`output ${name} is stored at ${path}, not in attempt ${job.attempt}'s folder`);
@@ -822,10 +868,20 @@ function outputMatches(ctx: Context): InvariantResult {
       if (!stored) problems.push(`output ${name} was not looked at`);
       else if (!stored.exists) problems.push(`output ${name} is missing at ${path}`);
       else if (data.sha256 !== undefined && stored.sha256 !== data.sha256) problems.push(`output ${name} holds other bytes than attempt ${job.attempt} wrote`);
+      const file = files?.[name];
+      if (files && !file) problems.push(`the result's outputFiles do not name output ${name}`);
+      if (file) {
+        if (plainLocation(file.location) !== path) problems.push(`outputFiles names ${name} at ${file.location}, outputs at ${path}`);
+        if (stored?.exists) problems.push(...contentProblems(name, file, stored, 'as stored'));
+        const byWorker = storedBySettled?.ev.files?.[name];
+        if (byWorker) problems.push(...contentProblems(name, file, byWorker, 'as its worker stored it'));
+      }
     }
     const received = ctx.results.get(job.id)?.[0]?.body;
     if (received && JSON.stringify(received.result?.outputs ?? {}) !== JSON.stringify(outputs))
       problems.push('the result message names other outputs than the ledger');
+    if (received && files && JSON.stringify(received.result?.outputFiles ?? {}) !== JSON.stringify(files))
+      problems.push('the result message names other outputFiles than the ledger');
     if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id}: ${problems.join('; ')}`, events: ctx.eventsOf(job.id) });
   }
   return result('output-matches', 'G3', title, checked, violations);

@@ -11,10 +11,13 @@ export function registerDownloadCommand(program: Command): void {
   clientOptions(
     program
       .command('download')
-      .description("fetch every output of a finished job into a folder (from the object store, or the orchestrator's output folder)")
+      .description(
+        "fetch every output of a finished job into a folder (from the object store, or the orchestrator's output folder), " +
+          'checking each size and sha256 against the result; a mismatch keeps nothing and exits 65',
+      )
       .argument('<id>', 'the job id')
       .option('--out <dir>', 'where to write the outputs', '.')
-      .option('--json', 'print what was written as JSON (name, path, bytes, sha256)'),
+      .option('--json', 'print what was written as JSON (name, path, bytes, sha256, verified)'),
   ).action(async (id: string, flags: DownloadFlags) => {
     const client = clientFor(flags);
     const written = await talkingToApi(flags, () => client.download(id, { outDir: flags.out }));
@@ -23,6 +26,9 @@ export function registerDownloadCommand(program: Command): void {
       return;
     }
     if (written.length === 0) console.log(`job ${id} has no outputs`);
-    for (const file of written) console.log(`${relative(process.cwd(), file.path) || file.path}  ${file.bytes} bytes  sha256 ${file.sha256}`);
+    for (const file of written) {
+      const checked = file.verified ? 'verified' : 'not verified: the result names no sha256';
+      console.log(`${relative(process.cwd(), file.path) || file.path}  ${file.bytes} bytes  sha256 ${file.sha256}  (${checked})`);
+    }
   });
 }
