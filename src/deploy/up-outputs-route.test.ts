@@ -4,14 +4,15 @@
  * the route streams the file itself to the job's owner. Another tenant, a name the job
  * has not got, a name that climbs out with `..`, and a stored output that leads outside
  * the output folder (a link to the data dir's key file) are all a 404 that carries none
- * of the bytes.
+ * of the bytes. Each output is named with its size and sha256, and a download checks them:
+ * a file changed after the settle is refused (exit 65), and nothing is kept.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { tempDir } from '../../test/testing/temp-dir.js';
 import { runCli, startUp, type UpProcess } from '../../test/testing/up-process.js';
@@ -83,5 +84,46 @@ describe('planrun up with the folder store: the outputs route', () => {
     assert.notEqual(download.status, 0, download.stdout);
     assert.equal(download.stdout.includes(localKey), false);
     assert.equal(existsSync(join(upDir.path, 'got', CHECKSUM_OUTPUT_FILE)), false, 'nothing written by the refused download');
+  });
+
+  it('names each output as { file:// location, bytes, sha256 }; download verifies them, and refuses a file changed after the settle', async () => {
+    const text = `verified download ${process.pid}`;
+    const client = ['--url', up.url, '--key', up.key];
+    const submitted = await runCli(['submit', 'checksum', '--input', JSON.stringify({ text }), '--wait', ...client], upDir.path);
+    assert.equal(submitted.status, 0, submitted.stderr + submitted.stdout);
+    const id = submitted.stdout.split('\n')[0]!.trim();
+    const expected = Buffer.from(`${createHash('sha256').update(text).digest('hex')}  -\n`);
+    const sha256 = createHash('sha256').update(expected).digest('hex');
+
+    const status = await runCli(['status', id, '--json', ...client], upDir.path);
+    const job = JSON.parse(status.stdout) as { result: { outputs: Record<string, string>; outputFiles: Record<string, unknown> } };
+    const path = job.result.outputs[CHECKSUM_OUTPUT_FILE]!;
+    assert.deepEqual(job.result.outputFiles, { [CHECKSUM_OUTPUT_FILE]: { location: pathToFileURL(path).href, bytes: expected.length, sha256 } });
+    const shown = await runCli(['status', id, ...client], upDir.path);
+    assert.match(shown.stdout, new RegExp(`^output +${CHECKSUM_OUTPUT_FILE.replace('.', '\\.')} +${path}\n +${expected.length} bytes  sha256 ${sha256}$`, 'm'));
+
+    const good = await runCli(['download', id, '--out', 'verified', ...client], upDir.path);
+    assert.equal(good.status, 0, good.stderr + good.stdout);
+    assert.match(good.stdout, new RegExp(`${expected.length} bytes  sha256 ${sha256}  \\(verified\\)`));
+    assert.deepEqual(readFileSync(join(upDir.path, 'verified', CHECKSUM_OUTPUT_FILE)), expected);
+
+    // The stored file changes after the settle: same size, other bytes; then another size.
+    const tampered = Buffer.from(expected.toString().replace(/^./, (c) => (c === '0' ? '1' : '0')));
+    writeFileSync(path, tampered);
+    const refused = await runCli(['download', id, '--out', 'tampered', ...client], upDir.path);
+    assert.equal(refused.status, 65, refused.stderr + refused.stdout);
+    assert.match(
+      refused.stderr,
+      new RegExp(
+        `output "${CHECKSUM_OUTPUT_FILE}" of job ${id} is not what its result names: expected sha256 ${sha256}, got sha256 ${createHash('sha256').update(tampered).digest('hex')}`,
+      ),
+    );
+    assert.deepEqual(readdirSync(join(upDir.path, 'tampered')), [], 'nothing under the final name, no partial file');
+
+    writeFileSync(path, Buffer.concat([expected, Buffer.from('more')]));
+    const longer = await runCli(['download', id, '--out', 'tampered', ...client], upDir.path);
+    assert.equal(longer.status, 65, longer.stderr + longer.stdout);
+    assert.match(longer.stderr, new RegExp(`expected ${expected.length} bytes, got ${expected.length + 4} bytes`));
+    assert.deepEqual(readdirSync(join(upDir.path, 'tampered')), []);
   });
 });

@@ -3,7 +3,8 @@
  * MinIO or R2: the credentials come from the AWS environment, the workers `up` starts get
  * none of their own (they upload through the URLs in their fence answers). A checksum job
  * ends finished with an s3:// output in the store, the orchestrator's output folder stays
- * empty, and `planrun download` from another folder gets the very bytes, sha256 verified.
+ * empty, and `planrun download` from another folder gets the very bytes, sha256 verified;
+ * an object overwritten in the store after the settle is refused (exit 65), nothing kept.
  * The S3-protocol server (s3rver) runs in this process on a free port.
  */
 import assert from 'node:assert/strict';
@@ -11,10 +12,12 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { startS3Server, testS3Credentials, type TestS3Server } from '../../test/testing/s3-server.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
 import { runCli, startUp, type UpProcess } from '../../test/testing/up-process.js';
+import { Client } from '../client/client.js';
+import { ApiErrorCode, isPlanrunApiError } from '../client/errors.js';
 import { CHECKSUM_OUTPUT_FILE } from '../job-types/checksum.js';
 
 function withoutAws(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -72,6 +75,43 @@ describe('planrun up with an S3 store', () => {
     assert.equal(download.status, 0, download.stderr + download.stdout);
     assert.deepEqual(readFileSync(join(appDir.path, 'got', CHECKSUM_OUTPUT_FILE)), expected);
     const sha = createHash('sha256').update(expected).digest('hex');
-    assert.match(download.stdout, new RegExp(`${CHECKSUM_OUTPUT_FILE.replace('.', '\\.')}\\s+${expected.length} bytes\\s+sha256 ${sha}`));
+    assert.match(download.stdout, new RegExp(`${CHECKSUM_OUTPUT_FILE.replace('.', '\\.')}\\s+${expected.length} bytes\\s+sha256 ${sha}  \\(verified\\)`));
+  });
+
+  it('names the object as { s3:// location, bytes, sha256 }; an object overwritten after the settle is refused by download and Client.download, nothing kept', async () => {
+    const text = `tampered in the store ${process.pid}`;
+    const client = ['--url', up.url, '--key', up.key];
+    const submitted = await runCli(['submit', 'checksum', '--input', JSON.stringify({ text }), '--wait', ...client], upDir.path, withoutAws(process.env));
+    assert.equal(submitted.status, 0, submitted.stderr + submitted.stdout);
+    const jobId = submitted.stdout.split('\n')[0]!.trim();
+    const job = await new Client({ url: up.url, key: up.key }).get(jobId);
+    const key = `up/${job.tenant}/${jobId}/${job.attempt}/${CHECKSUM_OUTPUT_FILE}`;
+    const expected = Buffer.from(`${createHash('sha256').update(text).digest('hex')}  -\n`);
+    const sha256 = createHash('sha256').update(expected).digest('hex');
+    assert.deepEqual(job.result?.outputFiles, { [CHECKSUM_OUTPUT_FILE]: { location: `s3://${s3.bucket}/${key}`, bytes: expected.length, sha256 } });
+
+    // Someone with the store's credentials overwrites the object: same size, other bytes.
+    const tampered = Buffer.from(expected.toString().toUpperCase());
+    const writer = new S3Client({ endpoint: s3.endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials });
+    await writer.send(new PutObjectCommand({ Bucket: s3.bucket, Key: key, Body: tampered }));
+    writer.destroy();
+    const got = createHash('sha256').update(tampered).digest('hex');
+
+    const download = await runCli(['download', jobId, '--out', 'tampered', ...client], appDir.path, withoutAws(process.env));
+    assert.equal(download.status, 65, download.stderr + download.stdout);
+    assert.match(
+      download.stderr,
+      new RegExp(`output "${CHECKSUM_OUTPUT_FILE}" of job ${jobId} is not what its result names: expected sha256 ${sha256}, got sha256 ${got}`),
+    );
+    assert.deepEqual(readdirSync(join(appDir.path, 'tampered')), [], 'nothing under the final name, no partial file');
+
+    const outDir = join(appDir.path, 'by-client');
+    await assert.rejects(new Client({ url: up.url, key: up.key }).download(jobId, { outDir }), (error: unknown) => {
+      assert.ok(isPlanrunApiError(error));
+      assert.equal(error.code, ApiErrorCode.outputMismatch);
+      assert.match(error.message, new RegExp(`expected sha256 ${sha256}, got sha256 ${got}`));
+      return true;
+    });
+    assert.deepEqual(readdirSync(outDir), []);
   });
 });

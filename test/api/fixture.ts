@@ -28,6 +28,8 @@ export interface ApiFixtureOptions {
   ledgerConfig?: Partial<LedgerConfig>;
   limits?: Partial<ApiLimits>;
   eventHeartbeatMs?: number;
+  /** Serve folder-store outputs from the harness's output folder (`GET /v1/jobs/:id/outputs/*`). */
+  serveOutputs?: boolean;
 }
 
 export async function startApi(broker: Broker, options: ApiFixtureOptions = {}): Promise<ApiFixture> {
@@ -40,6 +42,7 @@ export async function startApi(broker: Broker, options: ApiFixtureOptions = {}):
     logger: silentLogger(),
     limits: options.limits,
     eventHeartbeatMs: options.eventHeartbeatMs,
+    ...(options.serveOutputs ? { outputDir: harness.outputRoot } : {}),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return {

@@ -311,6 +311,55 @@ describe('chaos checker', () => {
     assert.deepEqual(violated(report), ['output-matches']);
   });
 
+  /** The clean history as this version records it: the result names each output's { location, bytes, sha256 }, as its worker stored it. */
+  function historyWithOutputFiles(resultSha256 = 'abc', messageSha256 = resultSha256): Event[] {
+    const file = (sha256: string) => ({ 'chaos-output.bin': { location: `file://${outputPath}`, bytes: 1000, sha256 } });
+    const result = (sha256: string) => ({ ...job().result!, outputFiles: file(sha256) });
+    return cleanHistory().map((e) => {
+      if (e.kind === 'ledger_job') return { ...e, job: job({ result: result(resultSha256) }) };
+      if (e.kind === 'publish' && e.to === 'planrun.results') return { ...e, body: resultBody({ result: result(messageSha256) }) };
+      if (e.kind === 'result') return { ...e, body: resultBody({ result: result(messageSha256) }) };
+      if (e.kind === 'worker_event' && e.ev.type === 'output_stored') return { ...e, ev: { ...e.ev, files: file('abc') } };
+      return e;
+    });
+  }
+
+  it("with outputFiles: the stored file's sha256 (as found, and as its worker stored it) must be the one the result names", () => {
+    assert.deepEqual(violated(check(historyWithOutputFiles())), []);
+    const report = check(historyWithOutputFiles('fff'));
+    assert.deepEqual(violated(report), ['output-matches']);
+    assert.match(invariant(report, 'output-matches').violations[0]!.message, /output chaos-output\.bin as stored has sha256 abc, the result names fff/);
+    assert.match(
+      invariant(report, 'output-matches').violations[0]!.message,
+      /output chaos-output\.bin as its worker stored it has sha256 abc, the result names fff/,
+    );
+    const differing = check(historyWithOutputFiles('abc', 'fff'));
+    assert.match(invariant(differing, 'output-matches').violations[0]!.message, /the result message names other outputFiles than the ledger/);
+  });
+
+  it("with outputFiles: a losing attempt's output stored where the result names the settled one is a fenced-output violation", () => {
+    const fence = at(2400, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'fence',
+      req: { op: 'fence', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' },
+      ans: { op: 'fence', jobId: 'j1', attempt: 1, live: true, ttlMs: 1000 },
+    });
+    const late = (location: string) =>
+      at(4050, 'w1', 11, {
+        kind: 'worker_event',
+        worker: 'wA',
+        ev: { type: 'output_stored', jobId: 'j1', attempt: 1, outputs: {}, files: { 'chaos-output.bin': { location, bytes: 1000, sha256: 'abd' } } },
+      });
+    // In its own attempt's folder, after a fence that passed in time: the harmless race.
+    assert.deepEqual(violated(check([...historyWithOutputFiles(), fence, late('file:///out/acme/j1/1/chaos-output.bin')].sort((a, b) => a.t - b.t))), []);
+    const report = check([...historyWithOutputFiles(), fence, late(`file://${outputPath}`)].sort((a, b) => a.t - b.t));
+    assert.deepEqual(violated(report), ['fenced-output']);
+    assert.match(
+      invariant(report, 'fenced-output').violations[0]!.message,
+      /j1@1 stored chaos-output\.bin where the result names the settled attempt's output/,
+    );
+  });
+
   it('takes a lease granted again to its holder (same token) as one lease', () => {
     const events = edit(
       cleanHistory(),
