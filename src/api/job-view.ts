@@ -5,6 +5,7 @@
  */
 import type { AttemptRecord, Job } from '../ledger/ledger.js';
 import type { AttemptView, JobSummary, JobView, SubmittedJob } from '../wire/jobs.js';
+import { withOutputFiles } from '../wire/outputs.js';
 
 export function toJobSummary(job: Job): JobSummary {
   return {
@@ -19,7 +20,8 @@ export function toJobSummary(job: Job): JobSummary {
     cancelRequested: job.cancelRequested,
     progress: job.progress,
     progressMessage: job.progressMessage,
-    result: job.result,
+    // A result stored before outputFiles existed gains them here (see withOutputFiles).
+    result: withOutputFiles(job.result),
     error: job.error,
     reason: job.failureReason,
     createdAt: isoTime(job.createdAt),

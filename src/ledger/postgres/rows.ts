@@ -6,7 +6,6 @@
 import type { SerializedError } from '../../core/errors.js';
 import type { AttemptRecord, Job, JobResult } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
-import { withOutputFiles } from '../../wire/outputs.js';
 
 export interface JobRow {
   seq: number;
@@ -70,7 +69,7 @@ export function toJob(row: JobRow): Job {
     cancelRequested: row.cancel_requested,
     progress: row.progress,
     progressMessage: row.progress_message,
-    result: withOutputFiles(row.result),
+    result: row.result,
     failureReason: row.failure_reason,
     error: row.error_class === null ? null : { class: row.error_class, code: row.error_code ?? '', message: row.error_message ?? '' },
     createdAt: row.created_at,

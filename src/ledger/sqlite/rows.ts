@@ -1,7 +1,6 @@
 import type { SerializedError } from '../../core/errors.js';
 import type { AttemptRecord, Job, JobResult } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
-import { withOutputFiles } from '../../wire/outputs.js';
 
 /** A row of `jobs` as SQLite returns it. */
 export interface JobRow {
@@ -64,7 +63,7 @@ export function toJob(row: JobRow): Job {
     cancelRequested: row.cancel_requested === 1,
     progress: row.progress,
     progressMessage: row.progress_message,
-    result: row.result === null ? null : withOutputFiles(JSON.parse(row.result) as JobResult),
+    result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
     failureReason: row.failure_reason,
     error: row.error_class === null ? null : { class: row.error_class, code: row.error_code ?? '', message: row.error_message ?? '' },
     createdAt: row.created_at,
