@@ -7,7 +7,7 @@
  */
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { JobResult } from './jobs.js';
-import type { SchemaProperties } from './schema.js';
+import type { RequiredKeys, SchemaProperties } from './schema.js';
 
 /** One stored output, as a result names it in `outputFiles`. */
 export interface OutputFile {
@@ -28,7 +28,9 @@ const outputFileProperties = {
   sha256: { type: 'string', description: 'hex sha256 of its bytes (absent for a result stored before it was recorded)' },
 } as const satisfies SchemaProperties<OutputFile>;
 
-export const outputFileSchema = { type: 'object', required: ['location'], properties: outputFileProperties } as const;
+const outputFileRequired = ['location'] as const satisfies ReadonlyArray<RequiredKeys<OutputFile>>;
+
+export const outputFileSchema = { type: 'object', required: outputFileRequired, properties: outputFileProperties } as const;
 
 /** The location as a URL: a folder-store path becomes `file://`; a URL stays as it is. */
 export function locationUrl(location: string): string {
