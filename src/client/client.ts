@@ -164,6 +164,11 @@ export class Client {
     for (const name of Object.keys(job.result?.outputs ?? {})) {
       const target = resolve(outDir, name);
       if (!target.startsWith(outDir + sep)) throw this.invalidResponse(`/v1/jobs/${id}`, `output name ${JSON.stringify(name)} leads outside ${outDir}`);
+      // A server that names outputFiles names every output there (an older one names none: nothing to check against).
+      const files = job.result?.outputFiles;
+      const expected = files !== undefined && Object.hasOwn(files, name) ? files[name] : undefined;
+      if (files !== undefined && expected === undefined)
+        throw this.invalidResponse(`/v1/jobs/${id}`, `the result's outputFiles do not name output ${JSON.stringify(name)}`);
       await mkdir(dirname(target), { recursive: true });
       const stream = await this.openOutput(id, name, options);
       const hash = createHash('sha256');
@@ -182,7 +187,6 @@ export class Client {
           createWriteStream(partial),
         );
         const got = { bytes, sha256: hash.digest('hex') };
-        const expected = job.result?.outputFiles?.[name];
         const mismatch = outputMismatch(expected, got);
         if (mismatch) {
           throw new PlanrunApiError({
