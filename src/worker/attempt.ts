@@ -162,12 +162,11 @@ export class Attempt {
     }
     let result: JobResult;
     try {
-      let outputFiles: Record<string, StoredFile> = {};
-      if (storing) {
-        outputFiles = await fenced.store.put(lease, scratchDir, files);
-        context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs: plainLocations(outputFiles), files: outputFiles });
-      }
-      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs: plainLocations(outputFiles), outputFiles };
+      // `outputs` keeps the contract's plain form (a path or s3:// URL); `outputFiles` adds size and sha256.
+      const outputFiles: Record<string, StoredFile> = storing ? await fenced.store.put(lease, scratchDir, files) : {};
+      const outputs = plainLocations(outputFiles);
+      if (storing) context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs, files: outputFiles });
+      result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs, outputFiles };
     } catch (error) {
       if (this.lost) {
         // The lease was lost during the upload (which it aborted): nothing is settled.
