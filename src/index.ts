@@ -15,7 +15,7 @@ export { defineJobType, type JobContext, type JobRunResult, type JobType } from 
 export type { JobState, FailureReason } from './ledger/states.js';
 export type { Job } from './ledger/ledger.js';
 export type { JobResult, ResultMessage } from './wire/jobs.js';
-export { Client } from './client/client.js';
+export { Client, type UploadedFile, type UploadOptions } from './client/client.js';
 export { ApiErrorCode, PlanrunApiError, isPlanrunApiError, type PlanrunErrorCode } from './client/errors.js';
 export type {
   AttemptView,
