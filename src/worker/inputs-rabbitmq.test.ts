@@ -6,12 +6,13 @@
  * orchestrator hands a live lease, for keys under the job's own tenant only.
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { Job } from '../ledger/ledger.js';
+import { forgeControlRequest } from '../../test/testing/control-forgery.js';
 import { freePort } from '../../test/testing/free-port.js';
 import { Harness } from '../../test/testing/harness.js';
 import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
@@ -33,17 +34,24 @@ function sha256(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
-/** An HTTP server answering each path of `files` with its bytes, chunked (no Content-Length): a size shows only as it streams. */
-async function startHttpServer(files: Record<string, Buffer>): Promise<{ server: Server; url: string }> {
+/**
+ * An HTTP server answering each path of `files` with its bytes, chunked (no
+ * Content-Length): a size shows only as it streams. `/held.bin` answers once `release` is called.
+ */
+async function startHttpServer(files: Record<string, Buffer>): Promise<{ server: Server; url: string; release(): void }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
   const server = createServer((request, response) => {
-    const body = files[new URL(request.url ?? '/', 'http://x').pathname];
+    const path = new URL(request.url ?? '/', 'http://x').pathname;
+    if (path === '/held.bin') return void released.then(() => response.end('held\n'));
+    const body = files[path];
     if (!body) return void response.writeHead(404).end();
     response.writeHead(200, { 'content-type': 'application/octet-stream' });
     response.write(body.subarray(0, body.length >> 1));
     response.end(body.subarray(body.length >> 1));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, release };
 }
 
 describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
@@ -52,7 +60,7 @@ describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
   let store: S3OutputStore;
   let harness: Harness;
   let storeless: Harness;
-  let http: { server: Server; url: string };
+  let http: Awaited<ReturnType<typeof startHttpServer>>;
   const small = Buffer.from(`the bytes of a small input ${process.pid}\n`.repeat(10));
 
   before(async () => {
@@ -71,6 +79,7 @@ describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
     await storeless?.close();
     await connections?.close();
     await s3?.stop();
+    http?.release();
     http?.server.close();
   });
 
@@ -130,6 +139,28 @@ describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
     const climbing = acmes.replace('/in/acme/', '/in/other/../acme/');
     assertFailedUnrun(harness, await run(harness, 'other', climbing), 'input_refused', climbing);
     assertFailedUnrun(storeless, await run(storeless, 'acme', acmes), 'input_refused', acmes);
+  });
+
+  it('an outsider on the broker asking for the input URLs of a running job, with a guessed token, gets none', async () => {
+    const acmes = await putUpload(store, 'acme', 'private.bin', small);
+    const { job } = await harness.orchestrator.submit({ tenant: 'acme', type: 'read-input', input: { file: `${http.url}/held.bin` } });
+    await waitFor('the job to run (its worker fetching the held input)', async () => (await harness.ledger.getJob(job.id))?.state === 'running');
+    const outsider = await connections.connect();
+    const forged = await forgeControlRequest(outsider, harness.topology, {
+      op: 'inputs',
+      jobId: job.id,
+      attempt: 1,
+      tenant: 'acme',
+      token: randomUUID(),
+      locations: [acmes],
+    });
+    assert.deepEqual(forged, { op: 'inputs', jobId: job.id, attempt: 1, live: false, reason: 'superseded' });
+    http.release();
+    const ended = await waitFor('the job to finish', async () => {
+      const now = await harness.ledger.getJob(job.id);
+      return now?.state === 'finished' ? now : undefined;
+    });
+    assert.equal((ended.result?.data as ReadInputData).bytes, 'held\n'.length);
   });
 
   it('a missing object is Permanent input_missing, naming it', async () => {

@@ -9,6 +9,7 @@ import { EmbeddedBroker } from '../../src/broker/embedded.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { KeyStore } from '../../src/keys/key-store.js';
 import type { LedgerConfig } from '../../src/ledger/ledger.js';
+import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import { Harness } from '../testing/harness.js';
 import { buildApi, type ApiLimits } from '../../src/api/api.js';
 
@@ -28,10 +29,16 @@ export interface ApiFixtureOptions {
   ledgerConfig?: Partial<LedgerConfig>;
   limits?: Partial<ApiLimits>;
   eventHeartbeatMs?: number;
+  /** An object store for the orchestrator (uploads, presigned output URLs). */
+  objectStore?: S3OutputStore;
 }
 
 export async function startApi(broker: Broker, options: ApiFixtureOptions = {}): Promise<ApiFixture> {
-  const harness = await new Harness({ broker, ledgerConfig: options.ledgerConfig }).start();
+  const harness = await new Harness({
+    broker,
+    ledgerConfig: options.ledgerConfig,
+    ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+  }).start();
   const keys = KeyStore.open(harness.dir.path);
   const app = buildApi({
     orchestrator: harness.orchestrator,
