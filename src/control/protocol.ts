@@ -1,5 +1,5 @@
 /**
- * The control plane: lease, heartbeat, fence, progress, settle and release, as request/reply over
+ * The control plane: lease, heartbeat, fence, inputs, progress, settle and release, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
  * The requests a worker makes at the same moment travel as one `batch` message, answered
  * by one message with an answer for each, in order: one broker round trip instead of N.
