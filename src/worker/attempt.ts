@@ -113,7 +113,8 @@ export class Attempt {
     } catch (error) {
       if (error instanceof InputLeaseLost) this.lose(error.reason);
       const serialized: SerializedError = isJobError(error) ? error.toJSON() : { class: 'transient', code: 'input_unreachable', message: describeError(error) };
-      context.events.emit({ type: 'input_failed', jobId: lease.jobId, attempt: lease.attempt, code: serialized.code });
+      // A fetch stopped because the lease was lost (or handed back) is not the input's failure.
+      if (!lease.abort.signal.aborted) context.events.emit({ type: 'input_failed', jobId: lease.jobId, attempt: lease.attempt, code: serialized.code });
       return { ok: false, outcome: failed(serialized) };
     }
   }

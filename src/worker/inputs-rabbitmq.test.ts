@@ -163,9 +163,10 @@ describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
     assert.equal((ended.result?.data as ReadInputData).bytes, 'held\n'.length);
   });
 
-  it('a missing object is Permanent input_missing, naming it', async () => {
+  it('a missing object is Permanent input_missing, naming it; a URL that does not parse is Permanent invalid_input', async () => {
     const missing = store.locationOf(store.uploadKeyOf('acme', 'nope', 'missing.bin'));
     assertFailedUnrun(harness, await run(harness, 'acme', missing), 'input_missing', missing);
+    assertFailedUnrun(harness, await run(harness, 'acme', 'http://exa mple.com/clip.mp4'), 'invalid_input', 'input field file');
   });
 
   it('over the size cap is Permanent input_too_large, whether the size is announced (S3) or only streams (chunked HTTP)', async () => {

@@ -45,13 +45,17 @@ export async function fetchJobInputs(
   input: unknown,
   context: { lease: HeldLease; scratchDir: string; control: ControlClient; fetching: InputFetching },
 ): Promise<unknown> {
-  const fields = (type.inputFiles ?? []).filter(
-    (field) => typeof input === 'object' && input !== null && !Array.isArray(input) && isFetched((input as Record<string, unknown>)[field]),
-  );
-  if (fields.length === 0) return input;
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
   const given = input as Record<string, unknown>;
-  const { lease, scratchDir, fetching } = context;
-  const urls = new Map(fields.map((field) => [field, given[field] as string]));
+  const urls = new Map<string, string>();
+  for (const field of type.inputFiles ?? []) {
+    const value = given[field];
+    if (typeof value !== 'string' || !fetchedScheme.test(value)) continue;
+    if (!URL.canParse(value)) throw new PermanentError('invalid_input', `input field ${field}: ${JSON.stringify(value)} is not a valid URL`);
+    urls.set(field, value);
+  }
+  if (urls.size === 0) return input;
+  const { scratchDir, fetching } = context;
   const signed = await presignedGets(
     [...urls.values()].filter((url) => /^s3:/i.test(url)),
     context,
@@ -69,7 +73,7 @@ export async function fetchJobInputs(
         label: url,
         maxBytes: type.maxInputBytes ?? fetching.maxInputBytes,
         idleTimeoutMs: fetching.idleTimeoutMs,
-        signal: lease.abort.signal,
+        signal: context.lease.abort.signal,
       });
       fetched[field] = target;
     }
@@ -78,10 +82,6 @@ export async function fetchJobInputs(
     throw error;
   }
   return { ...given, ...fetched };
-}
-
-function isFetched(value: unknown): value is string {
-  return typeof value === 'string' && fetchedScheme.test(value);
 }
 
 async function presignedGets(locations: string[], { lease, control }: { lease: HeldLease; control: ControlClient }): Promise<Map<string, string>> {
