@@ -36,7 +36,8 @@ function sha256(bytes: Buffer): string {
 
 /**
  * An HTTP server answering each path of `files` with its bytes, chunked (no
- * Content-Length): a size shows only as it streams. `/held.bin` answers once `release` is called.
+ * Content-Length): a size shows only as it streams. `/held.bin` answers once `release` is
+ * called; `/stalled.bin` sends a first chunk and then nothing.
  */
 async function startHttpServer(files: Record<string, Buffer>): Promise<{ server: Server; url: string; release(): void }> {
   let release!: () => void;
@@ -44,6 +45,11 @@ async function startHttpServer(files: Record<string, Buffer>): Promise<{ server:
   const server = createServer((request, response) => {
     const path = new URL(request.url ?? '/', 'http://x').pathname;
     if (path === '/held.bin') return void released.then(() => response.end('held\n'));
+    if (path === '/stalled.bin') {
+      // A first chunk, then nothing: the fetch waits (until its idle timeout, or an abort).
+      response.writeHead(200);
+      return void response.write(Buffer.alloc(512, 1));
+    }
     const body = files[path];
     if (!body) return void response.writeHead(404).end();
     response.writeHead(200, { 'content-type': 'application/octet-stream' });
@@ -80,6 +86,7 @@ describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
     await connections?.close();
     await s3?.stop();
     http?.release();
+    http?.server.closeAllConnections();
     http?.server.close();
   });
 
@@ -161,6 +168,23 @@ describe('inputs by URL, fetched by the worker (RabbitMQ, s3rver)', () => {
       return now?.state === 'finished' ? now : undefined;
     });
     assert.equal((ended.result?.data as ReadInputData).bytes, 'held\n'.length);
+  });
+
+  it('a job cancelled while its input is fetched: the fetch stops, the job is settled cancelled, its code never ran', async () => {
+    const { job } = await harness.orchestrator.submit({
+      tenant: 'acme',
+      type: 'read-input',
+      input: { file: `${http.url}/stalled.bin`, runLog: harness.runLog },
+    });
+    await waitFor('the job to run (its worker fetching the stalled input)', async () => (await harness.ledger.getJob(job.id))?.state === 'running');
+    await harness.orchestrator.cancel(job.id, 'acme');
+    const ended = await waitFor('the job to end', async () => {
+      const now = await harness.ledger.getJob(job.id);
+      return now?.state === 'failed' ? now : undefined;
+    });
+    assert.equal(ended.failureReason, 'cancelled');
+    assert.equal(ended.attempt, 1);
+    assert.deepEqual(harness.runs(job.id), [], "the job's code never ran");
   });
 
   it('a missing object is Permanent input_missing, naming it; a URL that does not parse is Permanent invalid_input', async () => {
