@@ -16,7 +16,7 @@ export type { JobState, FailureReason } from './ledger/states.js';
 export type { Job } from './ledger/ledger.js';
 export type { JobResult, ResultMessage } from './wire/jobs.js';
 export type { OutputFile } from './wire/outputs.js';
-export { Client } from './client/client.js';
+export { Client, type UploadedFile, type UploadOptions } from './client/client.js';
 export { ApiErrorCode, PlanrunApiError, isPlanrunApiError, type PlanrunErrorCode } from './client/errors.js';
 export type {
   AttemptView,

@@ -15,6 +15,7 @@ import { registerJobRoutes } from './routes/jobs.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOutputRoutes } from './routes/outputs.js';
 import { registerSubmitRoutes } from './routes/submit.js';
+import { registerUploadRoutes } from './routes/uploads.js';
 import { OpenEventStreams } from './sse.js';
 import { formatValidationError, refuseDeepBodies, useStrictValidation } from './validation.js';
 
@@ -98,6 +99,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       registerSubmitRoutes(v1, options.orchestrator, limits);
       registerJobRoutes(v1, options.orchestrator);
       registerOutputRoutes(v1, options.orchestrator, options.outputDir);
+      registerUploadRoutes(v1, options.orchestrator);
       registerJobEventRoutes(v1, options.orchestrator, streams);
       registerFleetRoutes(v1, options.orchestrator.fleet);
     },

@@ -10,6 +10,8 @@ export const ApiErrorCode = {
   payloadTooLarge: 'payload_too_large',
   unsupportedMediaType: 'unsupported_media_type',
   unavailable: 'unavailable',
+  /** `POST /v1/uploads` to an orchestrator without an object store. */
+  noObjectStore: 'no_object_store',
   internal: 'internal_error',
 } as const;
 export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];

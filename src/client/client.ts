@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
-import { dirname, resolve, sep } from 'node:path';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { basename, dirname, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubmittedBatch } from '../wire/jobs.js';
+import type { UploadGrant } from '../wire/uploads.js';
 import { ApiErrorCode, isPlanrunApiError, PlanrunApiError } from './errors.js';
 import { parseEventStream, type ServerSentEvent } from './sse.js';
 import {
@@ -56,6 +57,19 @@ export interface DownloadedOutput {
   sha256: string;
   /** Its size and sha256 were checked against the result's; false only for a result stored before planrun recorded them. */
   verified: boolean;
+}
+
+/** A file `upload` put in the object store. */
+export interface UploadedFile {
+  /** `s3://…`: what a job's input names it by (e.g. transcode's `source`). */
+  location: string;
+  bytes: number;
+}
+
+export interface UploadOptions {
+  /** Called as bytes go out: `sent` of `total`. */
+  onProgress?: (sent: number, total: number) => void;
+  signal?: AbortSignal;
 }
 
 /**
@@ -204,6 +218,58 @@ export class Client {
       }
     }
     return written;
+  }
+
+  /**
+   * Uploads a local file to the orchestrator's object store (`POST /v1/uploads`, then a
+   * PUT to the presigned URL it answers, streamed from disk, without the API key) and
+   * returns the `s3://` location a job's input names it by. An orchestrator without an
+   * object store answers `no_object_store`.
+   */
+  async upload(path: string, options: UploadOptions = {}): Promise<UploadedFile> {
+    const { size } = await stat(path);
+    const grant = await this.request<UploadGrant>('POST', '/v1/uploads', { body: { name: basename(path), bytes: size }, signal: options.signal });
+    const store = new URL(grant.url);
+    let sent = 0;
+    async function* body(): AsyncGenerator<Buffer> {
+      for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) {
+        sent += (chunk as Buffer).length;
+        yield chunk as Buffer;
+        options.onProgress?.(sent, size);
+      }
+    }
+    let response: Response;
+    try {
+      response = await this.fetch(grant.url, {
+        method: 'PUT',
+        body: body(),
+        headers: { 'content-length': String(size) },
+        duplex: 'half',
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      const cause = (error as { cause?: { code?: string } })?.cause;
+      throw new PlanrunApiError({
+        status: 0,
+        code: ApiErrorCode.unreachable,
+        message: `cannot reach the object store at ${store.host} (${cause?.code ?? String(error)})`,
+        url: store.origin,
+        cause: error,
+      });
+    }
+    if (!response.ok) {
+      const text = await response.text().catch(() => '');
+      const code = /<Code>([^<]+)<\/Code>/.exec(text)?.[1];
+      throw new PlanrunApiError({
+        status: response.status,
+        code: ApiErrorCode.unavailable,
+        message: `the object store refused the upload of ${path}: HTTP ${response.status}${code ? ` ${code}` : ''}`,
+        url: store.origin,
+      });
+    }
+    await response.body?.cancel().catch(() => undefined);
+    return { location: grant.location, bytes: size };
   }
 
   /** Submits one job. The same `idempotencyKey` always answers with the same job. */

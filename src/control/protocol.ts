@@ -1,5 +1,5 @@
 /**
- * The control plane: lease, heartbeat, fence, progress, settle and release, as request/reply over
+ * The control plane: lease, heartbeat, fence, inputs, progress, settle and release, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
  * The requests a worker makes at the same moment travel as one `batch` message, answered
  * by one message with an answer for each, in order: one broker round trip instead of N.
@@ -95,6 +95,12 @@ export const controlRequest = z.discriminatedUnion('op', [
       .max(1000)
       .optional(),
   }),
+  // Presigned GETs for the `s3://` inputs of a live lease, under its own tenant's keys only.
+  leaseRef.extend({
+    op: z.literal('inputs'),
+    tenant: z.string().min(1),
+    locations: z.array(z.string().min(1).max(2048)).min(1).max(100),
+  }),
   leaseRef.extend({
     op: z.literal('progress'),
     tenant: z.string().min(1),
@@ -160,6 +166,23 @@ export type FenceReply =
     }
   | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
 
+/**
+ * A live lease's `s3://` inputs: one presigned GET per location asked for (valid until
+ * shortly after the lease's deadline), or, if any location is not the job's tenant's to
+ * read (another tenant's key, another bucket, an orchestrator without an object store),
+ * `refused` naming it and no URL at all. A lease no longer live gets nothing.
+ */
+export type InputsReply =
+  | {
+      op: 'inputs';
+      jobId: string;
+      attempt: number;
+      live: true;
+      downloads?: Array<{ location: string; url: string }>;
+      refused?: string;
+    }
+  | { op: 'inputs'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
+
 export type ProgressReply =
   { op: 'progress'; jobId: string; attempt: number; accepted: true } | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
@@ -171,7 +194,7 @@ export type ReleaseReply =
   | { op: 'release'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<ReleaseResult, { accepted: true }>['transition'] }
   | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
-export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | ProgressReply | SettleReply | ReleaseReply;
+export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | InputsReply | ProgressReply | SettleReply | ReleaseReply;
 
 /** A request the orchestrator could not process at all (as opposed to a refusal). */
 export interface ControlFailure {

@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '../client/client.js';
+import { locateFfmpeg } from '../job-types/ffmpeg.js';
 import type { JobSummary, JobView } from '../client/types.js';
 import { freePort } from '../../test/testing/free-port.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
@@ -30,11 +31,11 @@ function shellLines(): Array<{ block: number; line: string }> {
   return lines;
 }
 
-/** `npx planrun <command> …` lines, by command. */
+/** `npx planrun <command> …` lines, by command (`submit --file` apart from `submit`). */
 const clientLines = new Map<string, string>();
 for (const { line } of shellLines()) {
   const command = /^npx planrun (\S+)/.exec(line)?.[1];
-  if (command) clientLines.set(command, line);
+  if (command) clientLines.set(command === 'submit' && / --file /.test(line) ? 'submit --file' : command, line);
 }
 
 /** The `curl` block: its lines, in order. */
@@ -96,7 +97,7 @@ describe('the README, run as written against planrun up', () => {
   });
 
   it('shows exactly the client commands this test runs', () => {
-    assert.deepEqual([...clientLines.keys()].sort(), ['cancel', 'demo', 'fleet', 'jobs', 'status', 'submit', 'watch']);
+    assert.deepEqual([...clientLines.keys()].sort(), ['cancel', 'demo', 'fleet', 'jobs', 'status', 'submit', 'submit --file', 'watch']);
     assert.match(readmeLine('submit'), /^npx planrun submit transcode --input '\{\}' --wait /);
   });
 
@@ -121,6 +122,39 @@ describe('the README, run as written against planrun up', () => {
       assert.equal(path, join(dir.path, '.planrun', 'outputs', 'local', id!, '1', name));
       assert.ok(existsSync(path), path);
     }
+  });
+
+  it('submit --file with no object store passes the clip by its path, says so, and the worker on this machine renders it', () => {
+    const ffmpeg = locateFfmpeg();
+    assert.ok(ffmpeg, 'FFmpeg (the npm package @ffmpeg-installer/ffmpeg) is installed');
+    // The user's video: one tiny second, so that FFmpeg is quick.
+    const made = spawnSync(
+      ffmpeg,
+      [
+        '-hide_banner',
+        '-loglevel',
+        'error',
+        '-f',
+        'lavfi',
+        '-i',
+        'testsrc=size=64x36:rate=10:duration=1',
+        '-c:v',
+        'libx264',
+        '-pix_fmt',
+        'yuv420p',
+        '-y',
+        'clip.mp4',
+      ],
+      { cwd: dir.path, encoding: 'utf8' },
+    );
+    assert.equal(made.status, 0, made.stderr);
+    const submitted = sh(readmeLine('submit --file'), {}, 120_000);
+    assert.equal(submitted.code, 0, submitted.stderr + submitted.stdout);
+    const clip = join(dir.path, 'clip.mp4');
+    assert.ok(submitted.stderr.includes(`no object store; source is the file's path, ${clip}, which only a worker on this machine can read`), submitted.stderr);
+    const [id, final] = submitted.stdout.trim().split('\n');
+    assert.match(final!, new RegExp(`^${id} finished, attempt 1/3`));
+    assert.match(submitted.stdout, /^result: .*"source":"[^"]*\/clip\.mp4"/m);
   });
 
   it('watch follows a running job with progress to its end, exit 0', async () => {

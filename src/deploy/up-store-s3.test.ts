@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -19,6 +20,7 @@ import { runCli, startUp, type UpProcess } from '../../test/testing/up-process.j
 import { Client } from '../client/client.js';
 import { ApiErrorCode, isPlanrunApiError } from '../client/errors.js';
 import { CHECKSUM_OUTPUT_FILE } from '../job-types/checksum.js';
+import { locateFfmpeg } from '../job-types/ffmpeg.js';
 
 function withoutAws(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(env).filter(([name]) => !name.startsWith('AWS_')));
@@ -113,5 +115,58 @@ describe('planrun up with an S3 store', () => {
       return true;
     });
     assert.deepEqual(readdirSync(outDir), []);
+  });
+
+  it('submit transcode --file uploads a local clip through POST /v1/uploads, and the worker renders it from the store', async () => {
+    // A tiny clip, so that FFmpeg is quick: one second of 64x36.
+    const ffmpeg = locateFfmpeg();
+    assert.ok(ffmpeg, 'FFmpeg (the npm package @ffmpeg-installer/ffmpeg) is installed');
+    const made = spawnSync(
+      ffmpeg,
+      [
+        '-hide_banner',
+        '-loglevel',
+        'error',
+        '-f',
+        'lavfi',
+        '-i',
+        'testsrc=size=64x36:rate=10:duration=1',
+        '-c:v',
+        'libx264',
+        '-pix_fmt',
+        'yuv420p',
+        '-y',
+        'clip.mp4',
+      ],
+      { cwd: appDir.path, encoding: 'utf8' },
+    );
+    assert.equal(made.status, 0, made.stderr);
+    const clip = readFileSync(join(appDir.path, 'clip.mp4'));
+
+    const client = ['--url', up.url, '--key', up.key];
+    const input = JSON.stringify({ renditions: [{ name: 'tiny', height: 32 }] });
+    const submitted = await runCli(['submit', 'transcode', '--file', 'clip.mp4', '--input', input, '--wait', ...client], appDir.path, withoutAws(process.env));
+    assert.equal(submitted.status, 0, submitted.stderr + submitted.stdout);
+    const uploaded = new RegExp(`uploaded clip\\.mp4 \\([^)]+\\) to (s3://${s3.bucket}/up/local/uploads/[0-9a-f-]{36}/clip\\.mp4)`).exec(submitted.stderr);
+    assert.ok(uploaded, submitted.stderr);
+    const [jobId, final] = submitted.stdout.trim().split('\n');
+    assert.match(final!, /finished, attempt 1\/3/);
+    assert.match(submitted.stdout, new RegExp(`output: tiny\\.mp4 s3://${s3.bucket}/up/local/${jobId}/1/tiny\\.mp4`));
+
+    const status = await runCli(['status', jobId!, '--json', ...client], appDir.path, withoutAws(process.env));
+    const job = JSON.parse(status.stdout) as { result: { data: { source: string; renditions: Array<{ height: number }> } } };
+    assert.match(job.result.data.source, /\/inputs\/source\/clip\.mp4$/, 'the job read the clip the worker fetched into its scratch folder');
+    assert.deepEqual(
+      job.result.data.renditions.map((rendition) => rendition.height),
+      [32],
+    );
+
+    // The upload is in the store with the clip's bytes; the rendition is there too.
+    const reader = new S3Client({ endpoint: s3.endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials });
+    const read = async (key: string) =>
+      Buffer.from(await (await reader.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))).Body!.transformToByteArray());
+    assert.deepEqual(await read(uploaded[1]!.slice(`s3://${s3.bucket}/`.length)), clip);
+    assert.ok((await read(`up/local/${jobId}/1/tiny.mp4`)).length > 0);
+    reader.destroy();
   });
 });

@@ -88,7 +88,9 @@ function parseSource(source: unknown): string {
       throw invalid(`source ${JSON.stringify(source)} is not a valid file: URL (${(error as Error).message})`);
     }
   }
-  // FFmpeg would read `http:`, `pipe:`, `concat:` ... itself; only local files are taken.
+  // The worker fetched an `s3:`, `https:` or `http:` source before the run and hands over
+  // its local path (the type's inputFiles). FFmpeg would read `pipe:`, `concat:`, `ftp:` ...
+  // itself; only local files are taken.
   if (/^[a-z][a-z0-9+.-]+:/i.test(source)) {
     throw invalid(`source ${JSON.stringify(source)} must be a file path or a file: URL, not another kind of URL`);
   }

@@ -15,8 +15,11 @@ import { classifyFfmpegFailure, fileArgument, ffmpegMissing, probeMedia, runFfmp
  * in `PLANRUN_FFMPEG`. A worker should offer `ffmpeg` only when that finds one.
  *
  * Input, all optional (`{}` renders a generated test clip in the default renditions):
- * - `source`: a file path (relative to the worker's directory) or `file:` URL of the video
- *   to transcode. Absent: a generated test clip (FFmpeg's `testsrc` pattern with a 440 Hz
+ * - `source`: the video to transcode: an `s3://` URL (of the tenant's own uploads or
+ *   outputs, read through the orchestrator's presigned GET), an `https://` or `http://` URL,
+ *   which the worker fetches into the job's scratch folder before the run (`inputFiles`,
+ *   see docs/storage.md), or, on one machine, a file path (relative to the worker's
+ *   directory) or `file:` URL. Absent: a generated test clip (FFmpeg's `testsrc` pattern with a 440 Hz
  *   `sine` tone, 25 fps, 16:9 at the tallest rendition's height).
  * - `durationSeconds` (> 0, <= 3600): the generated clip's length (default 5), or, with a
  *   `source`, how much of it to render (default all).
@@ -45,6 +48,8 @@ import { classifyFfmpegFailure, fileArgument, ffmpegMissing, probeMedia, runFfmp
  * process, even one killed with SIGKILL (see runFfmpeg).
  *
  * Errors:
+ * - a `source` URL that cannot be fetched fails before the run, as the worker says:
+ *   permanent `input_missing`, `input_too_large`, `input_refused`; transient `input_unreachable`;
  * - permanent `invalid_input`: the input breaks the rules above (the message names the
  *   field), or the source file does not exist, is not a regular file or has no video stream;
  * - permanent `ffmpeg_rejected`: FFmpeg exited non-zero on its own, e.g. a filter it does
@@ -73,6 +78,7 @@ export function makeTranscodeJobType(options: TranscodeOptions = {}) {
     name: 'transcode',
     requires: ['ffmpeg'],
     outputReserveBytes: TRANSCODE_OUTPUT_RESERVE_BYTES,
+    inputFiles: ['source'],
     run: (ctx: JobContext) => runTranscode(ctx, locate),
   });
 }

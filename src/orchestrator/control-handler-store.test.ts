@@ -108,4 +108,75 @@ describe('the fence with an object store', () => {
       assert.equal(reply.uploads, undefined);
     }
   });
+
+  describe('inputs: presigned GETs of a live lease’s s3:// inputs', () => {
+    it("are signed for the job's own tenant's keys only, valid until the deadline plus the grace, and the store serves them", async () => {
+      const ref = await leased();
+      const store = s3.store('p');
+      const key = store.uploadKeyOf('acme', 'u1', 'clip.mp4');
+      const put = await fetch(await store.presignUpload(key, 5, 60_000), { method: 'PUT', body: 'bytes' });
+      assert.equal(put.status, 200);
+      const ownOutput = `s3://${s3.bucket}/p/acme/some-job/1/a.mp4`;
+      const reply = await handler.handle({ op: 'inputs', ...ref, locations: [store.locationOf(key), ownOutput] });
+      assert.ok(reply.op === 'inputs' && reply.live && reply.downloads, JSON.stringify(reply));
+      assert.deepEqual(
+        reply.downloads.map((d) => d.location),
+        [store.locationOf(key), ownOutput],
+      );
+      const url = new URL(reply.downloads[0]!.url);
+      assert.equal(url.searchParams.get('X-Amz-Expires'), String((ttlMs + graceMs) / 1000));
+      assert.equal(await (await fetch(url)).text(), 'bytes');
+    });
+
+    it("refuses, naming it, any location outside the tenant's keys: another tenant's, another bucket, another prefix, a . or .. segment", async () => {
+      const ref = await leased();
+      for (const location of [
+        `s3://${s3.bucket}/p/other/uploads/u1/clip.mp4`,
+        `s3://another-bucket/p/acme/uploads/u1/clip.mp4`,
+        `s3://${s3.bucket}/q/acme/uploads/u1/clip.mp4`,
+        `s3://${s3.bucket}/p/acme/../other/uploads/u1/clip.mp4`,
+        `s3://${s3.bucket}/p/acme/./uploads/u1/clip.mp4`,
+        `s3://${s3.bucket}/p/acme/`,
+        `s3://${s3.bucket}/p/acmecorp/uploads/u1/clip.mp4`,
+      ]) {
+        const reply = await handler.handle({ op: 'inputs', ...ref, locations: [`s3://${s3.bucket}/p/acme/uploads/u1/ok.mp4`, location] });
+        assert.ok(reply.op === 'inputs' && reply.live, JSON.stringify(reply));
+        assert.ok(reply.refused?.includes(location), `${location}: ${JSON.stringify(reply)}`);
+        assert.equal(reply.downloads, undefined, 'no URL at all, not even for the acceptable location');
+      }
+    });
+
+    it('a lease that is not live gets nothing: wrong token, wrong tenant, expired', async () => {
+      const ref = await leased();
+      const locations = [`s3://${s3.bucket}/p/acme/uploads/u1/clip.mp4`];
+      for (const wrong of [
+        { ...ref, token: 'not-the-token' },
+        { ...ref, tenant: 'other' },
+      ]) {
+        const reply = await handler.handle({ op: 'inputs', ...wrong, locations });
+        assert.equal(reply.op === 'inputs' && reply.live, false);
+        assert.equal('downloads' in reply, false);
+      }
+      clock.advance(ttlMs + 1);
+      assert.deepEqual(await handler.handle({ op: 'inputs', ...ref, locations }), {
+        op: 'inputs',
+        jobId: ref.jobId,
+        attempt: 1,
+        live: false,
+        reason: 'expired',
+      });
+    });
+
+    it('an orchestrator without an object store refuses an s3:// input, naming it', async () => {
+      const storeless = new ControlHandler(ledger, new Fleet(clock, 60_000), { leaseTtlMs: ttlMs });
+      const { job } = await ledger.submit({ tenant: 'acme', type: 'probe', input: {} });
+      const lease = await storeless.handle({ op: 'lease', jobId: job.id, attempt: 1, tenant: 'acme', worker: 'w1', secret });
+      assert.ok(lease.op === 'lease' && lease.granted);
+      const location = `s3://${s3.bucket}/p/acme/uploads/u1/clip.mp4`;
+      const reply = await storeless.handle({ op: 'inputs', jobId: job.id, attempt: 1, token: lease.token, tenant: 'acme', locations: [location] });
+      assert.ok(reply.op === 'inputs' && reply.live);
+      assert.match(reply.refused ?? '', /has no object store/);
+      assert.ok(reply.refused?.includes(location));
+    });
+  });
 });

@@ -9,6 +9,7 @@ import {
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
+  type InputsReply,
   type LeaseReply,
   type ProgressReply,
   type ReleaseReply,
@@ -74,6 +75,8 @@ export class ControlHandler {
         return this.heartbeat(request);
       case 'fence':
         return this.fence(request);
+      case 'inputs':
+        return this.inputs(request);
       case 'progress':
         return this.progress(request);
       case 'settle':
@@ -150,6 +153,30 @@ export class ControlHandler {
     const { store, graceMs = defaultUploadGraceMs, now = Date.now } = this.uploads;
     const uploads = await store.presignUploads(request, request.outputs, result.deadline + graceMs - now());
     return { ...live, uploads };
+  }
+
+  /**
+   * Presigned GETs for a live lease's `s3://` inputs, each under the job's own tenant's keys
+   * (its outputs, its uploads): the worker holds no storage credential, and a job reads
+   * nothing of another tenant's through it.
+   */
+  private async inputs(request: Extract<ControlRequest, { op: 'inputs' }>): Promise<InputsReply> {
+    const { jobId, attempt, tenant } = request;
+    if (!(await this.ownedBy(jobId, tenant))) return { op: 'inputs', jobId, attempt, live: false, reason: 'unknown_job' };
+    const result = await this.ledger.checkLease(request);
+    if (!result.live) return { op: 'inputs', jobId, attempt, live: false, reason: result.reason };
+    const live = { op: 'inputs', jobId, attempt, live: true } as const;
+    if (!this.uploads) return { ...live, refused: `input ${request.locations[0]} is an s3:// URL, and this orchestrator has no object store` };
+    const { store, graceMs = defaultUploadGraceMs, now = Date.now } = this.uploads;
+    const keys: string[] = [];
+    for (const location of request.locations) {
+      const key = store.tenantKeyOfLocation(location, tenant);
+      if (key === undefined) return { ...live, refused: `input ${location} is not under this job's tenant's keys in ${store.describe()}/${tenant}/` };
+      keys.push(key);
+    }
+    const expiresInMs = result.deadline + graceMs - now();
+    const urls = await Promise.all(keys.map((key) => store.presignDownload(key, expiresInMs)));
+    return { ...live, downloads: request.locations.map((location, i) => ({ location, url: urls[i]! })) };
   }
 
   private async progress(request: Extract<ControlRequest, { op: 'progress' }>): Promise<ProgressReply> {

@@ -1,5 +1,6 @@
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { outputNameProblem } from './store-names.js';
 
 /**
  * The orchestrator's side of the S3-compatible output store (AWS S3, MinIO, R2, Ceph…).
@@ -79,19 +80,43 @@ export class S3OutputStore {
     return key;
   }
 
+  /**
+   * The key of an `s3://` location under `tenant`'s own keys (`<prefix>/<tenant>/…`: its
+   * jobs' outputs and its uploads), or undefined for any other location. A `.` or `..`
+   * segment is refused too: a URL parser would resolve it, and climb into another
+   * tenant's keys.
+   */
+  tenantKeyOfLocation(location: string, tenant: string): string | undefined {
+    const key = this.keyOfLocation(location);
+    const tenantRoot = this.prefix ? `${this.prefix}/${tenant}/` : `${tenant}/`;
+    if (!key?.startsWith(tenantRoot) || outputNameProblem(key.slice(tenantRoot.length)) !== undefined) return undefined;
+    return key;
+  }
+
+  /** Where `POST /v1/uploads` puts a tenant's file: `<prefix>/<tenant>/uploads/<id>/<name>`. */
+  uploadKeyOf(tenant: string, id: string, name: string): string {
+    const key = `${tenant}/uploads/${id}/${name}`;
+    return this.prefix ? `${this.prefix}/${key}` : key;
+  }
+
   /** Presigned PUTs for one attempt's outputs, valid for `expiresInMs` (at least one second). */
   async presignUploads(ref: AttemptRef, outputs: ReadonlyArray<{ name: string; bytes: number }>, expiresInMs: number): Promise<OutputUpload[]> {
-    const expiresIn = Math.max(1, Math.ceil(expiresInMs / 1000));
     return Promise.all(
       outputs.map(async ({ name, bytes }) => {
         const key = this.keyOf(ref, name);
-        const url = await getSignedUrl(this.client, new PutObjectCommand({ Bucket: this.bucket, Key: key, ContentLength: bytes }), { expiresIn });
-        return { name, url, location: this.locationOf(key) };
+        return { name, url: await this.presignUpload(key, bytes, expiresInMs), location: this.locationOf(key) };
       }),
     );
   }
 
-  /** A short-lived presigned GET for a key (readers of `GET /v1/jobs/:id/outputs/:name`). */
+  /** A presigned PUT of exactly `bytes` bytes (Content-Length is signed) to `key`, valid for `expiresInMs` (at least one second). */
+  presignUpload(key: string, bytes: number, expiresInMs: number): Promise<string> {
+    return getSignedUrl(this.client, new PutObjectCommand({ Bucket: this.bucket, Key: key, ContentLength: bytes }), {
+      expiresIn: Math.max(1, Math.ceil(expiresInMs / 1000)),
+    });
+  }
+
+  /** A short-lived presigned GET for a key (readers of `GET /v1/jobs/:id/outputs/:name`, workers fetching inputs). */
   presignDownload(key: string, expiresInMs: number, fileName?: string): Promise<string> {
     return getSignedUrl(
       this.client,

@@ -1,17 +1,18 @@
 import type { Logger } from 'pino';
 import { isBrokerError } from '../broker/broker.js';
 import type { Clock } from '../core/clock.js';
-import type { SerializedError } from '../core/errors.js';
+import { isJobError, type SerializedError } from '../core/errors.js';
 import type { JobResult, SettleOutcome } from '../ledger/ledger.js';
 import type { ControlClient } from './control-client.js';
 import { describeError } from './describe-error.js';
+import { fetchJobInputs, InputLeaseLost, type InputFetching } from './inputs/job-inputs.js';
 import type { HeldLease, LeaseBook } from './lease-book.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PresignedOutputStore, StorageError, type OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
 import type { RunTask } from './runner/protocol.js';
-import type { RunOutcome } from './runner/run-outcome.js';
+import { failed, type RunOutcome } from './runner/run-outcome.js';
 import { createScratch, removeScratch } from './runner/scratch.js';
 import type { FencedOutReason, LeaseLossReason, WorkerEvents } from './worker-events.js';
 import { plainLocations, type StoredFile } from '../wire/outputs.js';
@@ -29,6 +30,8 @@ export interface AttemptContext {
   runner: JobRunner;
   outputStore: OutputStore;
   scratchRoot: string;
+  /** How inputs named by URL are fetched before the run. */
+  inputFetching: InputFetching;
   events: WorkerEvents;
   logger: Logger;
   clock: Clock;
@@ -78,8 +81,13 @@ export class Attempt {
     let scratchDir: string | undefined;
     try {
       scratchDir = await createScratch(context.scratchRoot, lease.jobId, lease.attempt);
-      const task: RunTask = { jobId: lease.jobId, attempt: lease.attempt, tenant: lease.tenant, type: this.type.name, input, scratchDir };
-      const outcome = await context.runner.run(task, { onProgress: (fraction, message) => this.onProgress(fraction, message), signal: lease.abort.signal });
+      const fetched = await this.fetchInputs(input, scratchDir);
+      const outcome = fetched.ok
+        ? await context.runner.run(
+            { jobId: lease.jobId, attempt: lease.attempt, tenant: lease.tenant, type: this.type.name, input: fetched.input, scratchDir },
+            { onProgress: (fraction, message) => this.onProgress(fraction, message), signal: lease.abort.signal },
+          )
+        : fetched.outcome;
       this.codeReturned = true;
       await this.finish(outcome, scratchDir);
     } catch (error) {
@@ -90,6 +98,25 @@ export class Attempt {
       context.leases.remove(lease.jobId);
       if (scratchDir) await removeScratch(scratchDir).catch(() => undefined);
       context.events.emit({ type: 'job_done', jobId: lease.jobId, attempt: lease.attempt });
+    }
+  }
+
+  /**
+   * Fetches the inputs the job type names by URL into the scratch folder, before the job
+   * runs (in the worker, so the job's code gets only its scratch folder, input and
+   * progress). A failed fetch is the attempt's outcome, as if the job had thrown it; a
+   * lease found lost on the way is lost here too.
+   */
+  private async fetchInputs(input: unknown, scratchDir: string): Promise<{ ok: true; input: unknown } | { ok: false; outcome: RunOutcome }> {
+    const { lease, context } = this;
+    try {
+      return { ok: true, input: await fetchJobInputs(this.type, input, { lease, scratchDir, control: context.control, fetching: context.inputFetching }) };
+    } catch (error) {
+      if (error instanceof InputLeaseLost) this.lose(error.reason);
+      const serialized: SerializedError = isJobError(error) ? error.toJSON() : { class: 'transient', code: 'input_unreachable', message: describeError(error) };
+      // A fetch stopped because the lease was lost (or handed back) is not the input's failure.
+      if (!lease.abort.signal.aborted) context.events.emit({ type: 'input_failed', jobId: lease.jobId, attempt: lease.attempt, code: serialized.code });
+      return { ok: false, outcome: failed(serialized) };
     }
   }
 

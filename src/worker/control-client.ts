@@ -10,6 +10,7 @@ import {
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
+  type InputsReply,
   type LeaseReply,
   type ProgressReply,
   type ReleaseReply,
@@ -99,6 +100,10 @@ export class ControlClient {
 
   fence(request: Omit<Extract<ControlRequest, { op: 'fence' }>, 'op'>): Promise<FenceReply> {
     return this.call({ op: 'fence', ...request }, request.tenant);
+  }
+
+  inputs(request: Omit<Extract<ControlRequest, { op: 'inputs' }>, 'op'>): Promise<InputsReply> {
+    return this.call({ op: 'inputs', ...request }, request.tenant);
   }
 
   progress(request: Omit<Extract<ControlRequest, { op: 'progress' }>, 'op'>): Promise<ProgressReply> {

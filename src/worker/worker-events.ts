@@ -36,6 +36,8 @@ export type WorkerEvent =
   /** A lease granted after the worker stopped waiting, that it could not use: the lease runs out unused. */
   | { type: 'late_grant_unused'; jobId: string; attempt: number; reason: LateGrantUnused }
   | { type: 'lease_lost'; jobId: string; attempt: number; reason: LeaseLossReason }
+  /** An input named by URL could not be fetched: the attempt ends with that error (`code`), the job's code never ran. */
+  | { type: 'input_failed'; jobId: string; attempt: number; code: string }
   | { type: 'progress'; jobId: string; attempt: number; fraction: number }
   | { type: 'fenced_out'; jobId: string; attempt: number; reason: FencedOutReason }
   | { type: 'output_stored'; jobId: string; attempt: number; outputs: Record<string, string>; files: Record<string, StoredFile> }

@@ -9,6 +9,7 @@ import { ControlErrorCode, type HeldBackType } from '../control/protocol.js';
 import { Attempt, type AttemptContext, type JobRunner } from './attempt.js';
 import { ControlClient, ControlError, newWorkerSecret } from './control-client.js';
 import { describeError } from './describe-error.js';
+import { defaultInputFetching, type InputFetching } from './inputs/job-inputs.js';
 import { Intake, type Grant } from './intake.js';
 import { LeaseBook } from './lease-book.js';
 import { offeredTypes } from './offered-types.js';
@@ -37,6 +38,8 @@ export interface WorkerOptions {
   defaultOutputReserveBytes?: number;
   /** Called once when a Fatal error stops the worker; the process should exit non-zero. */
   onFatal?: (error: SerializedError) => void;
+  /** How inputs named by URL are fetched (size cap, stall timeout); defaultInputFetching unless given. */
+  inputFetching?: Partial<InputFetching>;
   /** Measures free disk; injectable for tests. */
   freeBytes?: (path: string) => Promise<number>;
 }
@@ -147,6 +150,7 @@ export class Worker {
       runner: options.runner,
       outputStore: options.outputStore,
       scratchRoot: options.scratchRoot,
+      inputFetching: { ...defaultInputFetching, ...options.inputFetching },
       events: this.events,
       logger: options.logger,
       clock: this.clock,

@@ -9,6 +9,7 @@ import { EmbeddedBroker } from '../../src/broker/embedded.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { KeyStore } from '../../src/keys/key-store.js';
 import type { LedgerConfig } from '../../src/ledger/ledger.js';
+import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import { Harness } from '../testing/harness.js';
 import { buildApi, type ApiLimits } from '../../src/api/api.js';
 
@@ -30,10 +31,16 @@ export interface ApiFixtureOptions {
   eventHeartbeatMs?: number;
   /** Serve folder-store outputs from the harness's output folder (`GET /v1/jobs/:id/outputs/*`). */
   serveOutputs?: boolean;
+  /** An object store for the orchestrator (uploads, presigned output URLs). */
+  objectStore?: S3OutputStore;
 }
 
 export async function startApi(broker: Broker, options: ApiFixtureOptions = {}): Promise<ApiFixture> {
-  const harness = await new Harness({ broker, ledgerConfig: options.ledgerConfig }).start();
+  const harness = await new Harness({
+    broker,
+    ledgerConfig: options.ledgerConfig,
+    ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+  }).start();
   const keys = KeyStore.open(harness.dir.path);
   const app = buildApi({
     orchestrator: harness.orchestrator,

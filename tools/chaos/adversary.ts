@@ -7,6 +7,8 @@
  * - a heartbeat naming a live worker of the fleet with a secret of its own and no types
  *   (accepted, it would empty that worker's offer and make routing fail jobs);
  * - a settle of a running job as finished with a forged result and a guessed token;
+ * - an `inputs` request for a running job with a guessed token (answered live, it would
+ *   hand out presigned GETs of the tenant's objects);
  * - each once with the fleet key (an insider who read it) and once without.
  *
  * Every answer goes into the history as a `forgery` event; the checker's
@@ -82,6 +84,14 @@ export class Adversary {
           tenant: target.tenant,
           token: randomUUID(),
           outcome: { kind: 'finished', result: { data: { mark: forgedResultMark } } },
+        });
+        await this.forge('inputs', fleetKey, {
+          op: 'inputs',
+          jobId: target.jobId,
+          attempt: target.attempt,
+          tenant: target.tenant,
+          token: randomUUID(),
+          locations: [`s3://bucket/${target.tenant}/uploads/${randomUUID()}/input.bin`],
         });
       }
       const impersonated = members[Math.floor(Math.random() * members.length)];

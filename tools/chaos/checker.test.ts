@@ -388,6 +388,7 @@ describe('chaos checker', () => {
       forgery(2802, 'heartbeat', true, { op: 'error', code: 'worker_conflict', message: 'x' }),
       forgery(2803, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [] }, false),
       forgery(2804, 'lease', false, { op: 'error', code: 'unauthorized', message: 'x' }),
+      forgery(2805, 'inputs', true, { op: 'inputs', jobId: 'j1', attempt: 2, live: false, reason: 'superseded' }),
     ];
     const clean = check([...cleanHistory(), ...refused]);
     assert.deepEqual(violated(clean), []);
@@ -399,6 +400,8 @@ describe('chaos checker', () => {
       forgery(2802, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [] }),
       forgery(2803, 'heartbeat', true, { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 2 }], lost: [] }, false),
       forgery(2804, 'settle', false, { op: 'settle', jobId: 'j1', attempt: 2, accepted: false, reason: 'superseded' }),
+      forgery(2805, 'inputs', true, { op: 'inputs', jobId: 'j1', attempt: 2, live: true, downloads: [{ location: 's3://b/k', url: 'https://x' }] }),
+      forgery(2806, 'inputs', true, { op: 'inputs', jobId: 'j1', attempt: 2, live: true, refused: 'no store' }),
     ]) {
       assert.deepEqual(violated(check([...cleanHistory(), accepted])), ['forgeries-refused'], JSON.stringify(accepted));
     }

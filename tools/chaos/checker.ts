@@ -1232,6 +1232,8 @@ function forgeryAccepted(forgery: HistoryEventOf<'forgery'>): string | undefined
       return ans.granted === true ? `granted, token ${String(ans.token)}` : undefined;
     case 'settle':
       return ans.accepted === true ? `accepted as ${String(ans.transition)}` : undefined;
+    case 'inputs':
+      return ans.live === true ? `answered live${Array.isArray(ans.downloads) ? `, with ${ans.downloads.length} input URL(s)` : ''}` : undefined;
     case 'heartbeat':
       if (Array.isArray(ans.renewed) && ans.renewed.length > 0) return 'renewed a lease with a guessed token';
       // A new name with the fleet key is a new worker; a live member's name is not the forger's to use.
@@ -1243,7 +1245,7 @@ function forgeryAccepted(forgery: HistoryEventOf<'forgery'>): string | undefined
 
 function forgeriesRefused(ctx: Context): InvariantResult {
   const title =
-    "no forged control request is accepted: a lease without the holder's secret, a heartbeat for another live worker, a settle with a guessed token, anything without the fleet key";
+    "no forged control request is accepted: a lease without the holder's secret, a heartbeat for another live worker, a settle or an inputs request with a guessed token, anything without the fleet key";
   const violations: Violation[] = [];
   let checked = 0;
   for (const event of ctx.history) {

@@ -1,10 +1,14 @@
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { Client } from '../../client/client.js';
+import { ApiErrorCode, isPlanrunApiError } from '../../client/errors.js';
 import type { SubmittedJob } from '../../client/types.js';
 import { ExitCode } from '../exit-codes.js';
 import { clientFor, clientOptions, talkingToApi, type ClientFlags } from '../client-options.js';
 import { formatFinal, formatSubmitted, ProgressDisplay } from '../job-output.js';
 import { listOption, positiveIntOption, UsageError } from '../options.js';
+import { humanBytes, TransferProgress } from '../transfer-progress.js';
 
 interface SubmitFlags extends ClientFlags {
   input: string;
@@ -12,6 +16,8 @@ interface SubmitFlags extends ClientFlags {
   requires?: string[];
   maxAttempts?: number;
   wait?: boolean;
+  file?: string;
+  fileField: string;
 }
 
 export function registerSubmitCommand(program: Command): void {
@@ -27,13 +33,19 @@ export function registerSubmitCommand(program: Command): void {
       .option('--idempotency-key <key>', 'the same key always answers with the same job')
       .option('--requires <capabilities>', 'capabilities a worker needs, comma-separated (e.g. gpu,ffmpeg)', listOption)
       .option('--max-attempts <n>', 'attempts before the job fails as exhausted', positiveIntOption)
+      .option(
+        '--file <path>',
+        "upload a local file to the orchestrator's object store and pass its s3:// URL in the input field --file-field " +
+          '(without a store: the absolute path, for a worker on this machine)',
+      )
+      .option('--file-field <name>', 'the input field --file fills', 'source')
       .option('--wait', 'show its progress and wait until it ends'),
   ).action((type: string, flags: SubmitFlags) => submit(type, flags));
 }
 
 async function submit(type: string, flags: SubmitFlags): Promise<void> {
-  const input = parseInput(flags.input);
   const client = clientFor(flags);
+  const input = flags.file === undefined ? parseInput(flags.input) : await withFile(client, parseInput(flags.input), flags.file, flags);
   const job = await talkingToApi(flags, () =>
     client.submit(type, input, { idempotencyKey: flags.idempotencyKey, requires: flags.requires, maxAttempts: flags.maxAttempts }),
   );
@@ -78,6 +90,42 @@ export async function follow(client: Client, id: string, flags: ClientFlags): Pr
   } finally {
     process.off('SIGINT', interrupted);
   }
+}
+
+/**
+ * `--file`: the input with `--file-field` naming the file. Uploaded through the presigned
+ * PUT `POST /v1/uploads` hands out, it is named by its `s3://` location; an orchestrator
+ * without an object store gets the file's absolute path instead, which only a worker on
+ * this machine can read, and the user is told so.
+ */
+async function withFile(client: Client, input: unknown, file: string, flags: SubmitFlags): Promise<Record<string, unknown>> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new UsageError('--file needs --input to be a JSON object');
+  const field = flags.fileField;
+  if (Object.hasOwn(input, field)) throw new UsageError(`--input already has a "${field}" field; --file would replace it`);
+  const path = resolve(file);
+  const isFile = await stat(path).then(
+    (stats) => stats.isFile(),
+    () => false,
+  );
+  if (!isFile) throw new UsageError(`--file ${file}: no such file`);
+  const progress = new TransferProgress(process.stderr, file);
+  const upload = async () => {
+    try {
+      return await client.upload(path, { onProgress: (sent, total) => progress.update(sent, total) });
+    } catch (error) {
+      if (isPlanrunApiError(error) && error.code === ApiErrorCode.noObjectStore) return undefined;
+      throw error;
+    } finally {
+      progress.finish();
+    }
+  };
+  const uploaded = await talkingToApi(flags, upload);
+  if (!uploaded) {
+    console.error(`planrun: the orchestrator has no object store; ${field} is the file's path, ${path}, which only a worker on this machine can read`);
+    return { ...input, [field]: path };
+  }
+  console.error(`planrun: uploaded ${file} (${humanBytes(uploaded.bytes)}) to ${uploaded.location}`);
+  return { ...input, [field]: uploaded.location };
 }
 
 function parseInput(text: string): unknown {

@@ -37,6 +37,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     logger,
     fleetKey,
     defaultOutputReserveBytes: flags.outputReserve,
+    inputFetching: { maxInputBytes: flags.maxInputSize },
     timing: { heartbeatIntervalMs: flags.heartbeatInterval, controlTimeoutMs: flags.controlTimeout },
     onFatal: () => {
       void shutdown(fatalExitCode);

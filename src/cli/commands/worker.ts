@@ -2,6 +2,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
+import { defaultInputFetching } from '../../worker/inputs/job-inputs.js';
 import { collect, durationFlag, listOption, positiveIntOption, sizeFlag } from '../options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
@@ -20,6 +21,7 @@ export interface WorkerFlags {
   stopGrace: number;
   abortGrace: number;
   outputReserve: number;
+  maxInputSize: number;
   prefix: string;
 }
 
@@ -39,6 +41,9 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(durationFlag('--stop-grace <duration>', 'on SIGTERM, how long running jobs may take to finish', 30_000))
     .addOption(durationFlag('--abort-grace <duration>', 'how long an aborted job may take to stop before it is killed', 10_000))
     .addOption(sizeFlag('--output-reserve <size>', 'disk reserved per job whose type declares no reserve', 64 * 1024 * 1024))
+    .addOption(
+      sizeFlag('--max-input-size <size>', 'largest input file fetched by URL for a job whose type sets no maxInputBytes', defaultInputFetching.maxInputBytes),
+    )
     .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun')
     .action(async (flags: WorkerFlags) => (await import('./worker-action.js')).runWorker(flags));
 }

@@ -40,11 +40,20 @@ export interface JobType {
   requires?: string[];
   /** Disk space one run needs for its outputs; admission reserves it before starting the job. */
   outputReserveBytes?: number;
+  /**
+   * Top-level input fields that name a file to fetch. When such a field holds an
+   * `https://`, `http://` or `s3://` URL, the worker fetches it into the scratch folder
+   * before the run, and the job sees the field holding that local path instead (a local
+   * path is left as it is). See docs/storage.md, "Inputs by URL".
+   */
+  inputFiles?: string[];
+  /** The largest input file this type takes, in bytes; the worker's `--max-input-size` when absent. */
+  maxInputBytes?: number;
   /** Returning nothing counts as `{}`. */
   run(ctx: JobContext): Promise<JobRunResult> | JobRunResult;
 }
 
-const JOB_TYPE_PROPERTIES = ['name', 'requires', 'outputReserveBytes', 'run'];
+const JOB_TYPE_PROPERTIES = ['name', 'requires', 'outputReserveBytes', 'inputFiles', 'maxInputBytes', 'run'];
 
 // Type names and capabilities end up as words of AMQP topic routing keys
 // (`<tenant>.<type>.<state>`) and items of the comma-separated `--capabilities` flag, so
@@ -196,6 +205,14 @@ function jobTypeProblems(value: unknown): string[] {
   const reserve = jobType.outputReserveBytes;
   if (reserve !== undefined && !(typeof reserve === 'number' && Number.isSafeInteger(reserve) && reserve >= 0)) {
     problems.push(`outputReserveBytes is ${describeValue(reserve)}, not a whole number of bytes >= 0`);
+  }
+  const inputFiles = jobType.inputFiles;
+  if (inputFiles !== undefined && !(Array.isArray(inputFiles) && inputFiles.every((field) => typeof field === 'string' && field !== ''))) {
+    problems.push(`inputFiles is ${describeValue(inputFiles)}, not a list of input field names`);
+  }
+  const maxInput = jobType.maxInputBytes;
+  if (maxInput !== undefined && !(typeof maxInput === 'number' && Number.isSafeInteger(maxInput) && maxInput > 0)) {
+    problems.push(`maxInputBytes is ${describeValue(maxInput)}, not a whole number of bytes > 0`);
   }
   return problems;
 }
