@@ -11,6 +11,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import { tempDir } from './temp-dir.js';
 
@@ -57,10 +58,26 @@ export interface TestS3Server {
   stop(): Promise<void>;
 }
 
-export async function startS3Server(bucket = 'planrun-test'): Promise<TestS3Server> {
+export interface TestS3ServerOptions {
+  /**
+   * Answer each object PUT this long after the object was stored (a slow store): the
+   * uploader waits, its object already visible. The chaos run uses it to widen the window
+   * between an upload and the settle after it, where a kill leaves a losing attempt's objects.
+   */
+  putAnswerDelayMs?: number;
+}
+
+export async function startS3Server(bucket = 'planrun-test', options: TestS3ServerOptions = {}): Promise<TestS3Server> {
   const dir = tempDir('planrun-s3-');
   const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir.path, configureBuckets: [{ name: bucket }] });
   server.middleware.unshift(multipartListing(server));
+  const { putAnswerDelayMs } = options;
+  if (putAnswerDelayMs) {
+    server.middleware.unshift(async (ctx, next) => {
+      await next();
+      if (ctx.method === 'PUT' && ctx.status === 200 && !('uploadId' in ctx.query)) await delay(putAnswerDelayMs);
+    });
+  }
   const { port } = await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   const stores: S3OutputStore[] = [];

@@ -901,7 +901,10 @@ function storeCleaned(ctx: Context): InvariantResult {
     const job = ctx.ledger.get(jobId!)?.job;
     return job !== undefined && !(job.state === 'finished' && Number(attempt) === job.attempt);
   }).length;
-  const notes = [`${losers} losing attempts had uploaded outputs`, ...(young > 0 ? [`${young} objects of losing attempts were still within their grace`] : [])];
+  const notes = [
+    `${losers} losing attempts had uploaded outputs (as their workers recorded; one killed before it heard back from the store records nothing)`,
+    ...(young > 0 ? [`${young} objects of losing attempts were still within their grace`] : []),
+  ];
   return result('store-cleaned', 'G3', title, final.objects.length + losers, violations, notes.join('; '));
 }
 

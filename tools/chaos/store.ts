@@ -2,7 +2,8 @@
  * The chaos run's object store (`--store s3`): an s3rver of the run's own, which the
  * orchestrator is told of (`--store`, a short `--store-cleanup-grace`) and the runner
  * reads at the end: the outputs the results name, and whatever is left under the prefix
- * once the losing attempts' grace has passed (the `store-cleaned` invariant).
+ * once the losing attempts' grace has passed (the `store-cleaned` invariant). It answers
+ * each upload 1.5 s after storing it, as a slow store would.
  */
 import { createHash } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
@@ -28,6 +29,7 @@ export interface StoredContent {
 }
 
 const bucket = 'planrun-chaos';
+const putAnswerDelayMs = 1500;
 const prefix = 'outputs';
 
 export class ChaosStore {
@@ -38,7 +40,10 @@ export class ChaosStore {
   ) {}
 
   static async start(cleanupGraceMs: number): Promise<ChaosStore> {
-    const server = await startS3Server(bucket);
+    // A slow store: each upload is answered 1.5 s (more than a lease TTL) after it landed,
+    // so that a worker killed or frozen, or an orchestrator killed, in that time leaves a
+    // losing attempt's objects for the cleaner.
+    const server = await startS3Server(bucket, { putAnswerDelayMs });
     const client = new S3Client({ endpoint: server.endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials });
     return new ChaosStore(server, client, { root: `s3://${bucket}/${prefix}`, uploadGraceMs: defaultUploadGraceMs, cleanupGraceMs });
   }
