@@ -99,7 +99,7 @@ export class StoreCleaner {
           this.logger.warn({ err: error, jobId: attempt.jobId, attempt: attempt.attempt }, 'could not remove the objects of a losing attempt; retried later');
         }
       }
-      await this.ledger.markUploadsRemoved(removed);
+      if (removed.length > 0) await this.ledger.markUploadsRemoved(removed);
       report.attempts += removed.length;
       if (remove.length < this.batch) break;
     }

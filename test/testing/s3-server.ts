@@ -104,9 +104,16 @@ function multipartListing(server: S3rverInstance): KoaMiddleware {
   const uploadsOf = (bucket: string) => {
     const dir = server.store.getResourcePath(bucket, undefined, 'uploads');
     if (!existsSync(dir)) return [];
-    return readdirSync(dir)
-      .filter((id) => existsSync(join(dir, id, 'key')))
-      .map((id) => ({ id, dir: join(dir, id), key: readFileSync(join(dir, id, 'key'), 'utf8'), initiated: statSync(join(dir, id, 'key')).mtime }));
+    return readdirSync(dir).flatMap((id) => {
+      try {
+        const keyFile = join(dir, id, 'key');
+        return [{ id, dir: join(dir, id), key: readFileSync(keyFile, 'utf8'), initiated: statSync(keyFile).mtime }];
+      } catch (error) {
+        // Completed or aborted (by a request running at the same time) since the folder was read.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+        throw error;
+      }
+    });
   };
   return async (ctx, next) => {
     const [, bucket, ...rest] = ctx.path.split('/');
