@@ -1,13 +1,15 @@
 import type { Command } from 'commander';
 import type { S3OutputStore } from '../orchestrator/object-store.js';
+import { defaultStoreCleanupGraceMs, type StoreCleanupOptions } from '../orchestrator/store-cleaner.js';
 import { parseStoreUrl } from '../orchestrator/store-names.js';
-import { UsageError } from './options.js';
+import { durationFlag, UsageError } from './options.js';
 
 export interface StoreFlags {
   store?: string;
   storeEndpoint?: string;
   storeRegion?: string;
   storePathStyle?: boolean;
+  storeCleanupGrace?: number;
 }
 
 /** The object-store flags of `planrun orchestrator` and `planrun up`. Credentials come only from the AWS environment. */
@@ -19,14 +21,26 @@ export function addStoreOptions(command: Command): Command {
     )
     .option('--store-endpoint <url>', "the object store's endpoint, for MinIO, R2, Ceph… (default: AWS S3)")
     .option('--store-region <region>', "the object store's region (default: AWS_REGION, else us-east-1)")
-    .option('--store-path-style', 'address the bucket in the path (endpoint/bucket/key), as most non-AWS stores need');
+    .option('--store-path-style', 'address the bucket in the path (endpoint/bucket/key), as most non-AWS stores need')
+    .addOption(
+      durationFlag(
+        '--store-cleanup-grace <duration>',
+        'remove what attempts that lost uploaded this long after their last upload URL stopped working (default: 1h)',
+      ),
+    );
+}
+
+/** How the store's cleaner runs, or undefined without `--store`. */
+export function storeCleanupFrom(flags: StoreFlags): StoreCleanupOptions | undefined {
+  if (!flags.store) return undefined;
+  return { graceMs: flags.storeCleanupGrace ?? defaultStoreCleanupGraceMs };
 }
 
 /** The store the flags name, or undefined without `--store`. The S3 client is loaded only then. */
 export async function objectStoreFrom(flags: StoreFlags): Promise<S3OutputStore | undefined> {
   if (!flags.store) {
-    if (flags.storeEndpoint || flags.storeRegion || flags.storePathStyle)
-      throw new UsageError('--store-endpoint, --store-region and --store-path-style go with --store s3://bucket/prefix');
+    if (flags.storeEndpoint || flags.storeRegion || flags.storePathStyle || flags.storeCleanupGrace !== undefined)
+      throw new UsageError('--store-endpoint, --store-region, --store-path-style and --store-cleanup-grace go with --store s3://bucket/prefix');
     return undefined;
   }
   let location;

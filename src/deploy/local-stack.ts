@@ -8,6 +8,7 @@ import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import type { LogFormat } from '../core/logger.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import type { S3OutputStore } from '../orchestrator/object-store.js';
+import type { StoreCleanupOptions } from '../orchestrator/store-cleaner.js';
 import { Topology } from '../topology.js';
 import { EmbeddedBrokerService } from './embedded-broker-service.js';
 import { ensureLocalKey, saveLocalUrl } from './local-key.js';
@@ -31,6 +32,8 @@ export interface LocalStackOptions {
   amqp?: string;
   /** An S3-compatible output store (`--store`); the workers then upload with the URLs the fence hands out. */
   objectStore?: S3OutputStore;
+  /** How the object store's cleaner runs (default: a grace of one hour). */
+  storeCleanup?: StoreCleanupOptions;
   workers: number;
   slots: number;
   /** Extra job-types modules for the workers. */
@@ -101,6 +104,7 @@ export class LocalStack {
       port: options.port,
       ...(options.metrics ? { metrics: options.metrics } : {}),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+      ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
     });
     const key = ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);

@@ -9,6 +9,7 @@ import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
 import { openLedger } from '../ledger/open-ledger.js';
 import type { S3OutputStore } from '../orchestrator/object-store.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
+import type { StoreCleanupOptions } from '../orchestrator/store-cleaner.js';
 import type { DeclaredFleet } from '../orchestrator/routing.js';
 import type { Topology } from '../topology.js';
 
@@ -37,6 +38,8 @@ export interface OrchestratorServiceOptions {
   objectStore?: S3OutputStore | undefined;
   /** How long an upload URL outlives its lease's deadline (default 10 s). */
   uploadGraceMs?: number;
+  /** How the object store's cleaner runs (default: a grace of one hour). */
+  storeCleanup?: StoreCleanupOptions | undefined;
   /** The folder-store outputs `GET /v1/jobs/:id/outputs/:name` may stream from (default `<data-dir>/outputs`). */
   outputDir?: string;
 }
@@ -75,6 +78,7 @@ export class OrchestratorService {
       ...(options.fleetKey ? { fleetKey: options.fleetKey } : {}),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
       ...(options.uploadGraceMs === undefined ? {} : { uploadGraceMs: options.uploadGraceMs }),
+      ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
     });
     if (!options.fleetKey) {
       options.logger.warn('no fleet key (PLANRUN_FLEET_KEY): anyone who can publish to the broker is taken for a worker of this fleet; see docs/security.md');

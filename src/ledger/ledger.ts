@@ -48,6 +48,23 @@ export interface Ledger {
    */
   outboxSetAside(rows: readonly OutboxSetAside[]): Promise<OutboxSetAsideResult>;
   outboxStats(): Promise<OutboxStats>;
+  /**
+   * Records, before the fence hands them out, that an attempt is given presigned upload
+   * URLs valid until `validUntil` (kept as the latest of its grants): the store cleaner
+   * later removes what a losing attempt uploaded, without listing the whole bucket.
+   */
+  recordUploadGrant(params: UploadGrantParams): Promise<void>;
+  /**
+   * One batch of the store cleaner's work: attempts handed upload URLs whose job decided
+   * them (ended, or moved to a later attempt) and whose last URL stopped working `graceMs`
+   * ago or more. The delivered attempt (the one a finished job settled) is closed as kept
+   * and not returned; each losing attempt returned is claimed for `claimMs`, so that an
+   * orchestrator cleaning at the same time takes others (a claim that runs out, its
+   * cleaner gone, is taken again: removing twice is harmless).
+   */
+  claimUploadCleanups(params: ClaimUploadCleanupsParams): Promise<UploadCleanupBatch>;
+  /** Closes the attempts' upload records as removed, once their objects and uploads are gone. */
+  markUploadsRemoved(attempts: readonly AttemptKey[]): Promise<void>;
   getJob(jobId: string, tenant?: string): Promise<Job | undefined>;
   getAttempts(jobId: string): Promise<AttemptRecord[]>;
   listJobs(params: ListJobsParams): Promise<JobPage>;
@@ -293,6 +310,38 @@ export interface OutboxStats {
   unsent: number;
   /** Creation time of the oldest unsent due row, or null when none. */
   oldestCreatedAt: number | null;
+}
+
+/** One attempt of one job. */
+export interface AttemptKey {
+  jobId: string;
+  attempt: number;
+}
+
+export interface UploadGrantParams extends AttemptKey {
+  /** When the URLs handed out now stop working (the lease's deadline plus the upload grace). */
+  validUntil: number;
+}
+
+export interface ClaimUploadCleanupsParams {
+  /** How long after an attempt's last URL stopped working its objects may be removed. */
+  graceMs: number;
+  /** At most this many attempts per batch. */
+  limit: number;
+  /** How long the batch is this caller's before another may take it. */
+  claimMs: number;
+}
+
+/** A losing attempt whose objects are to be removed: its store prefix is `<tenant>/<job>/<attempt>/`. */
+export interface UploadCleanup extends AttemptKey {
+  tenant: string;
+}
+
+export interface UploadCleanupBatch {
+  /** Losing attempts, claimed: remove their objects, then markUploadsRemoved. */
+  remove: UploadCleanup[];
+  /** How many delivered attempts this batch closed as kept. */
+  kept: number;
 }
 
 export interface ListJobsParams {

@@ -151,7 +151,10 @@ export class ControlHandler {
       if (problem) return { ...live, invalidOutput: `output ${JSON.stringify(name)} ${problem}` };
     }
     const { store, graceMs = defaultUploadGraceMs, now = Date.now } = this.uploads;
-    const uploads = await store.presignUploads(request, request.outputs, result.deadline + graceMs - now());
+    const validUntil = result.deadline + graceMs;
+    // Recorded before any URL leaves: whatever this attempt uploads, the store cleaner will know where to look.
+    await this.ledger.recordUploadGrant({ jobId, attempt, validUntil });
+    const uploads = await store.presignUploads(request, request.outputs, validUntil - now());
     return { ...live, uploads };
   }
 

@@ -22,6 +22,8 @@ export class OrchestratorMetrics {
   private readonly setAside: Counter<'kind'>;
   private readonly submitToStart: Histogram<'type'>;
   private readonly runDuration: Histogram<'type' | 'outcome'>;
+  private readonly storeObjectsRemoved: Counter;
+  private readonly storeUploadsAborted: Counter;
   /** When each live attempt was granted, to time its run; bounded, forgotten at settle. */
   private readonly grantedAt = new Map<string, number>();
 
@@ -114,6 +116,24 @@ export class OrchestratorMetrics {
       buckets: secondsBuckets,
       registers: [this.registry],
     });
+    this.storeObjectsRemoved = new Counter({
+      name: 'planrun_store_objects_removed_total',
+      help: 'Objects that attempts which lost left in the object store, removed after the cleanup grace',
+      registers: [this.registry],
+    });
+    this.storeUploadsAborted = new Counter({
+      name: 'planrun_store_uploads_aborted_total',
+      help: 'Unfinished multipart uploads of attempts which lost, aborted after the cleanup grace',
+      registers: [this.registry],
+    });
+  }
+
+  storeObjectsRemovedBy(n: number): void {
+    this.storeObjectsRemoved.inc(n);
+  }
+
+  storeUploadsAbortedBy(n: number): void {
+    this.storeUploadsAborted.inc(n);
   }
 
   outboxSetAside(kind: 'work' | 'result'): void {

@@ -1,4 +1,13 @@
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  AbortMultipartUploadCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { outputNameProblem } from './store-names.js';
 
@@ -28,6 +37,28 @@ export interface AttemptRef {
   jobId: string;
   attempt: number;
 }
+
+/** What removing one attempt's prefix took away. */
+export interface RemovedAttempt {
+  objects: number;
+  uploads: number;
+}
+
+/** A multipart upload begun and neither completed nor aborted. */
+export interface UnfinishedUpload {
+  key: string;
+  uploadId: string;
+  initiatedAt: number;
+  /** The attempt whose prefix the key is under, or undefined for a key that is no attempt's. */
+  attempt: AttemptRef | undefined;
+}
+
+/** DeleteObjects takes at most this many keys per request; ListObjectsV2 answers as many per page. */
+const deleteBatch = 1000;
+
+// `<tenant>/<job>/<attempt>/<name>`: a job id is a UUID (the ledger's randomUUID), which
+// finds the job's segment even when the tenant or the name holds slashes.
+const attemptKeyPattern = /^(.+?)\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\/([1-9][0-9]*)\/./;
 
 /** One presigned upload handed to a worker with a positive fence answer. */
 export interface OutputUpload {
@@ -97,6 +128,78 @@ export class S3OutputStore {
   uploadKeyOf(tenant: string, id: string, name: string): string {
     const key = `${tenant}/uploads/${id}/${name}`;
     return this.prefix ? `${this.prefix}/${key}` : key;
+  }
+
+  /** Where one attempt's objects are: `<prefix>/<tenant>/<job>/<attempt>/`. */
+  attemptPrefix(ref: AttemptRef): string {
+    return this.keyOf(ref, '');
+  }
+
+  /** The attempt a key of this store belongs to, or undefined for a key outside any attempt's prefix. */
+  attemptOfKey(key: string): AttemptRef | undefined {
+    const head = this.prefix ? `${this.prefix}/` : '';
+    if (!key.startsWith(head)) return undefined;
+    const match = attemptKeyPattern.exec(key.slice(head.length));
+    return match ? { tenant: match[1]!, jobId: match[2]!, attempt: Number(match[3]) } : undefined;
+  }
+
+  /**
+   * Removes every object under the attempt's prefix (ListObjectsV2, DeleteObjects) and
+   * aborts the multipart uploads left unfinished there; answers how many of each. Removing
+   * what is already gone is no error, so two cleaners may remove the same attempt.
+   */
+  async removeAttempt(ref: AttemptRef): Promise<RemovedAttempt> {
+    const prefix = this.attemptPrefix(ref);
+    let objects = 0;
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, MaxKeys: deleteBatch, ContinuationToken: token }));
+      const keys = (page.Contents ?? []).flatMap((object) => (object.Key === undefined ? [] : [{ Key: object.Key }]));
+      if (keys.length > 0) {
+        const answer = await this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: keys, Quiet: true } }));
+        const failed = (answer.Errors ?? []).filter((e) => e.Code !== 'NoSuchKey');
+        if (failed.length > 0) {
+          const first = failed[0]!;
+          throw new Error(`the store refused to delete ${failed.length} objects under ${prefix} (${first.Key}: ${first.Code} ${first.Message})`);
+        }
+        objects += keys.length - (answer.Errors?.length ?? 0);
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token !== undefined);
+    let uploads = 0;
+    for await (const upload of this.unfinishedUploads(prefix)) {
+      if (await this.abortUpload(upload)) uploads += 1;
+    }
+    return { objects, uploads };
+  }
+
+  /** The multipart uploads begun under `prefix` (default: the store's own) and neither completed nor aborted. */
+  async *unfinishedUploads(prefix = this.prefix ? `${this.prefix}/` : ''): AsyncGenerator<UnfinishedUpload> {
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    for (;;) {
+      const page = await this.client.send(
+        new ListMultipartUploadsCommand({ Bucket: this.bucket, Prefix: prefix, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }),
+      );
+      for (const upload of page.Uploads ?? []) {
+        if (upload.Key === undefined || upload.UploadId === undefined) continue;
+        yield { key: upload.Key, uploadId: upload.UploadId, initiatedAt: upload.Initiated?.getTime() ?? 0, attempt: this.attemptOfKey(upload.Key) };
+      }
+      if (!page.IsTruncated) return;
+      keyMarker = page.NextKeyMarker;
+      uploadIdMarker = page.NextUploadIdMarker;
+    }
+  }
+
+  /** Aborts a multipart upload (its parts are freed); false when it was already gone (completed, or aborted by another cleaner). */
+  async abortUpload(upload: Pick<UnfinishedUpload, 'key' | 'uploadId'>): Promise<boolean> {
+    try {
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: upload.key, UploadId: upload.uploadId }));
+      return true;
+    } catch (error) {
+      if (error instanceof S3ServiceException && error.name === 'NoSuchUpload') return false;
+      throw error;
+    }
   }
 
   /** Presigned PUTs for one attempt's outputs, valid for `expiresInMs` (at least one second). */

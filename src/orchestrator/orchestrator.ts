@@ -22,6 +22,7 @@ import { OrchestratorMetrics } from './metrics.js';
 import { missingCapability, offeredJobTypes, type DeclaredFleet } from './routing.js';
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
 import { SubmitConsumer } from './submit-consumer.js';
+import { defaultStoreCleanupGraceMs, StoreCleaner, type StoreCleanupOptions } from './store-cleaner.js';
 import { Sweeper } from './sweeper.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
@@ -59,6 +60,11 @@ export interface OrchestratorOptions {
    */
   objectStore?: S3OutputStore;
   uploadGraceMs?: number;
+  /**
+   * How the object store's cleaner removes what losing attempts uploaded (default: after
+   * a grace of one hour, `--store-cleanup-grace`). Only with `objectStore`.
+   */
+  storeCleanup?: StoreCleanupOptions;
 }
 
 /**
@@ -77,6 +83,8 @@ export class Orchestrator {
   readonly metrics: OrchestratorMetrics;
   /** The S3-compatible output store, when the orchestrator has one (`--store`). */
   readonly objectStore: S3OutputStore | undefined;
+  /** Removes what losing attempts left in the object store, when there is one. */
+  readonly storeCleaner: StoreCleaner | undefined;
   private readonly control: ControlHandler;
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
@@ -140,6 +148,16 @@ export class Orchestrator {
       },
       () => this.fleet.typesWithFreeSlots(),
     );
+    this.storeCleaner = options.objectStore
+      ? new StoreCleaner(
+          options.ledger,
+          options.objectStore,
+          options.logger.child({ part: 'store-cleaner' }),
+          clock,
+          options.storeCleanup ?? { graceMs: defaultStoreCleanupGraceMs },
+          { objectsRemoved: (n) => this.metrics.storeObjectsRemovedBy(n), uploadsAborted: (n) => this.metrics.storeUploadsAbortedBy(n) },
+        )
+      : undefined;
   }
 
   async start(): Promise<void> {
@@ -154,6 +172,7 @@ export class Orchestrator {
     );
     this.relay.start();
     this.sweeper.start();
+    this.storeCleaner?.start();
     await this.submitConsumer.start();
   }
 
@@ -205,6 +224,7 @@ export class Orchestrator {
     await this.submitConsumer.stop();
     await this.controlSubscription?.cancel();
     await this.sweeper.stop();
+    await this.storeCleaner?.stop();
     await this.relay.stop();
   }
 

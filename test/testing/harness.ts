@@ -14,6 +14,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../../src/orchestrator/orchestrator.js';
 import { Topology } from '../../src/topology.js';
 import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
+import type { StoreCleanupOptions } from '../../src/orchestrator/store-cleaner.js';
 import { DirectoryOutputStore } from '../../src/worker/output-store.js';
 import { loadJobTypes } from '../../src/worker/runner/job-type.js';
 import { ProcessPool } from '../../src/worker/runner/pool.js';
@@ -38,6 +39,10 @@ export interface HarnessOptions {
   fleetKey?: string;
   /** An object store for outputs: live fence answers then carry presigned upload URLs. */
   objectStore?: S3OutputStore;
+  /** How long upload URLs outlive their lease (the orchestrator's default unless given). */
+  uploadGraceMs?: number;
+  /** How the object store's cleaner runs (the orchestrator's default unless given). */
+  storeCleanup?: StoreCleanupOptions;
 }
 
 export class Harness {
@@ -66,6 +71,8 @@ export class Harness {
       relay: { idleIntervalMs: 50, retryIntervalMs: 200 },
       ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
       ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
+      ...(this.options.uploadGraceMs === undefined ? {} : { uploadGraceMs: this.options.uploadGraceMs }),
+      ...(this.options.storeCleanup ? { storeCleanup: this.options.storeCleanup } : {}),
     });
     await this.orchestrator.start();
     this.closers.push(

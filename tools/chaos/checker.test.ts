@@ -473,4 +473,79 @@ describe('chaos checker', () => {
     assert.ok(violated(report).includes('no-loss'));
     assert.match(invariant(report, 'no-loss').violations[0]!.message, /no final ledger state/);
   });
+
+  describe('over the object store (--store s3)', () => {
+    const root = 's3://planrun-chaos/outputs';
+    const store = { root, uploadGraceMs: 10_000, cleanupGraceMs: 2000 };
+    const delivered = `${root}/acme/j1/2/chaos-output.bin`;
+    const lost = `${root}/acme/j1/1/chaos-output.bin`;
+    /** The clean history with its outputs in the store, ending with a listing of what is left there (by `cleanedUntil`). */
+    function storeHistory(objects: string[], cleanedUntil = 60_000): Event[] {
+      const events = JSON.parse(JSON.stringify(cleanHistory()).replaceAll('/out/acme/j1/', `${root}/acme/j1/`)) as Event[];
+      const configured = edit(events, isKind('run_config'), (e) => [{ ...e, config: { ...config, store } } as Event]);
+      return [...configured, at(6300, 'runner', 1, { kind: 'store_final', cleanedUntil, objects: objects.map((location) => ({ location, bytes: 1000 })) })];
+    }
+
+    it('passes when only the delivered attempt is left, the result naming it under the store root', () => {
+      const report = check(storeHistory([delivered]));
+      assert.deepEqual(violated(report), []);
+      assert.equal(invariant(report, 'store-cleaned').checked, 1);
+      assert.equal(invariant(report, 'output-matches').checked, 1);
+    });
+
+    it("reports a losing attempt's object still in the store after its grace", () => {
+      const report = check(storeHistory([delivered, lost]));
+      assert.deepEqual(violated(report), ['store-cleaned']);
+      assert.match(invariant(report, 'store-cleaned').violations[0]!.message, /j1@1, an attempt that lost .* is still in the store/);
+    });
+
+    it("excuses a losing attempt's object while its URLs may still work or the grace runs", () => {
+      // Its last live fence at 2000: URLs until 2000 + TTL + 10 s, then 2 s of grace (and 1 s for the answer).
+      const fence = at(2000, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'fence',
+        req: { op: 'fence', jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' },
+        ans: { op: 'fence', jobId: 'j1', attempt: 1, live: true, ttlMs: 1000 },
+      });
+      const within = [...storeHistory([delivered, lost], 2000 + 1000 + 10_000 + 2000 + 1000 - 1), fence].sort((a, b) => a.t - b.t);
+      assert.deepEqual(violated(check(within)), []);
+      assert.match(invariant(check(within), 'store-cleaned').note ?? '', /1 objects of losing attempts were still within their grace/);
+      const past = [...storeHistory([delivered, lost], 2000 + 1000 + 10_000 + 2000 + 1000), fence].sort((a, b) => a.t - b.t);
+      assert.deepEqual(violated(check(past)), ['store-cleaned']);
+    });
+
+    it('reports an object that is no attempt of a job in the ledger, and one past the job’s last attempt', () => {
+      const report = check(storeHistory([delivered, `${root}/acme/nobody/1/x.bin`, `${root}/acme/j1/3/x.bin`]));
+      assert.deepEqual(violated(report), ['store-cleaned']);
+      assert.deepEqual(
+        invariant(report, 'store-cleaned').violations.map((v) => v.message.replace(/ .*/, '')),
+        [`${root}/acme/nobody/1/x.bin`, `${root}/acme/j1/3/x.bin`],
+      );
+    });
+
+    it('reports a stored output whose bytes are not the digest the result states for it (outputFiles)', () => {
+      const events = edit(storeHistory([delivered]), isKind('ledger_job'), (e) => {
+        const ledgerJob = e as Extract<Event, { kind: 'ledger_job' }>;
+        const result = { ...ledgerJob.job.result!, outputFiles: { 'chaos-output.bin': { location: delivered, bytes: 1000, sha256: 'other' } } };
+        return [{ ...ledgerJob, job: { ...ledgerJob.job, result } }];
+      });
+      // (The result message, unchanged, no longer matches the ledger's either: one-result says so.)
+      const report = check(events);
+      assert.ok(violated(report).includes('output-matches'));
+      assert.match(invariant(report, 'output-matches').violations[0]!.message, /other bytes than the result's digest says/);
+    });
+
+    it('reports an output named outside the store root', () => {
+      const events = JSON.parse(
+        JSON.stringify(storeHistory([delivered])).replaceAll(`${root}/acme/j1/2/chaos-output.bin`, 's3://elsewhere/acme/j1/2/chaos-output.bin'),
+      ) as Event[];
+      assert.ok(violated(check(events)).includes('output-matches'));
+    });
+
+    it('the folder store has nothing to clean', () => {
+      const report = check(cleanHistory());
+      assert.equal(invariant(report, 'store-cleaned').status, 'held');
+      assert.equal(invariant(report, 'store-cleaned').checked, 0);
+    });
+  });
 });

@@ -122,6 +122,7 @@ export function check(history: readonly HistoryEvent[]): CheckReport {
     noStaleAccepted(ctx),
     staleOutput(ctx),
     outputMatches(ctx),
+    storeCleaned(ctx),
     attemptsBounded(ctx),
     permanentOnce(ctx),
     transientRetried(ctx),
@@ -840,7 +841,8 @@ function outputMatches(ctx: Context): InvariantResult {
   if (!ctx.hasLedger) return noLedger('output-matches', 'G3', title);
   const violations: Violation[] = [];
   let checked = 0;
-  const outputDir = ctx.config?.outputDir;
+  // Outputs are under the object store's root with `--store s3`, else in the workers' output folder.
+  const outputRoot = ctx.config?.store?.root ?? ctx.config?.outputDir;
   for (const { job } of ctx.ledger.values()) {
     if (job.state !== 'finished') continue;
     checked++;
@@ -861,7 +863,7 @@ function outputMatches(ctx: Context): InvariantResult {
           e.kind === 'worker_event' && e.ev.type === 'output_stored' && e.ev.attempt === job.attempt,
       );
     for (const [name, path] of Object.entries(outputs)) {
-      if (outputDir !== undefined && !path.startsWith(`${outputDir}/${job.tenant}/${job.id}/${job.attempt}/`)) {
+      if (outputRoot !== undefined && !path.startsWith(`${outputRoot}/${job.tenant}/${job.id}/${job.attempt}/`)) {
         problems.push(`output ${name} is stored at ${path}, not in attempt ${job.attempt}'s folder`);
       }
       const stored = ctx.eventsOf(job.id).find((e): e is HistoryEventOf<'stored_output'> => e.kind === 'stored_output' && e.name === name);
@@ -885,6 +887,75 @@ function outputMatches(ctx: Context): InvariantResult {
     if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id}: ${problems.join('; ')}`, events: ctx.eventsOf(job.id) });
   }
   return result('output-matches', 'G3', title, checked, violations);
+}
+
+/**
+ * The attempt an object of the store belongs to, `<root>/<tenant>/<job>/<attempt>/<name>`,
+ * found by the ledger's jobs (a tenant or a name may hold slashes), or undefined.
+ */
+function attemptOfLocation(ctx: Context, root: string, location: string): { job: Job; attempt: number } | undefined {
+  if (!location.startsWith(`${root}/`)) return undefined;
+  const parts = location.slice(root.length + 1).split('/');
+  for (let i = 1; i + 2 < parts.length; i++) {
+    const job = ctx.ledger.get(parts[i]!)?.job;
+    if (job && job.tenant === parts.slice(0, i).join('/') && /^[1-9][0-9]*$/.test(parts[i + 1]!)) return { job, attempt: Number(parts[i + 1]) };
+  }
+  return undefined;
+}
+
+function storeCleaned(ctx: Context): InvariantResult {
+  const title = 'the store keeps only what was delivered: after the grace, nothing of a losing attempt is left under its prefix';
+  const store = ctx.config?.store;
+  if (!store) return result('store-cleaned', 'G3', title, 0, [], 'the folder store: each worker keeps its own outputs');
+  if (!ctx.hasLedger) return noLedger('store-cleaned', 'G3', title);
+  const final = ctx.history.find((e): e is HistoryEventOf<'store_final'> => e.kind === 'store_final');
+  if (!final) return result('store-cleaned', 'G3', title, 0, [{ message: 'the history holds no listing of the store at the end', events: [] }]);
+  const violations: Violation[] = [];
+  let young = 0;
+  for (const { location } of final.objects) {
+    const ref = attemptOfLocation(ctx, store.root, location);
+    if (!ref) {
+      violations.push({ message: `${location} is no attempt's output of a job in the ledger`, events: [] });
+      continue;
+    }
+    const { job } = ref;
+    if (ref.attempt > job.attempt) {
+      violations.push({
+        jobId: job.id,
+        message: `${location} is under attempt ${ref.attempt}, past the job's last (${job.attempt})`,
+        events: ctx.eventsOf(job.id),
+      });
+      continue;
+    }
+    const decided = job.state === 'finished' || job.state === 'failed' || ref.attempt < job.attempt;
+    if (!decided || (job.state === 'finished' && ref.attempt === job.attempt)) continue;
+    // Upload URLs last until the lease's deadline (at most a TTL after the fence that handed
+    // them out) plus the upload grace; the cleaner may wait the cleanup grace after that.
+    const fences = ctx.controls.filter((c) => c.op === 'fence' && c.ans.live === true && c.req.jobId === job.id && c.req.attempt === ref.attempt);
+    const lastFence = Math.max(0, ...fences.map((c) => c.t));
+    const due = lastFence + (ctx.config?.leaseTtlMs ?? 0) + store.uploadGraceMs + store.cleanupGraceMs + tolerance.answer;
+    if (final.cleanedUntil < due) {
+      young++;
+      continue;
+    }
+    violations.push({
+      jobId: job.id,
+      message: `${location} of ${job.id}@${ref.attempt}, an attempt that lost (the job ${job.state === 'finished' ? `delivered attempt ${job.attempt}` : job.state}), is still in the store ${final.cleanedUntil - due} ms after its grace ended`,
+      focus: [...fences, ...ctx.ledgerEvent(job.id)],
+      events: ctx.eventsOf(job.id),
+    });
+  }
+  const uploaded = new Set(ctx.history.flatMap((e) => (e.kind === 'worker_event' && e.ev.type === 'output_stored' ? [`${e.ev.jobId}@${e.ev.attempt}`] : [])));
+  const losers = [...uploaded].filter((key) => {
+    const [jobId, attempt] = key.split('@');
+    const job = ctx.ledger.get(jobId!)?.job;
+    return job !== undefined && !(job.state === 'finished' && Number(attempt) === job.attempt);
+  }).length;
+  const notes = [
+    `${losers} losing attempts had uploaded outputs (as their workers recorded; one killed before it heard back from the store records nothing)`,
+    ...(young > 0 ? [`${young} objects of losing attempts were still within their grace`] : []),
+  ];
+  return result('store-cleaned', 'G3', title, final.objects.length + losers, violations, notes.join('; '));
 }
 
 // ---------------------------------------------------------------- G5

@@ -12,6 +12,7 @@ import type { AttemptRecord, Job, ResultMessage } from '../../src/ledger/ledger.
 import type { WorkerEvent } from '../../src/worker/worker-events.js';
 import type { ChaosInput } from './job-input.js';
 import type { FaultKind, PlannedFault, Transport } from './plan.js';
+import type { StoreConfig } from './store.js';
 
 /** Environment variables that make planrun's processes record their part of the history. */
 export const historyDirEnv = 'PLANRUN_CHAOS_HISTORY';
@@ -47,6 +48,8 @@ export interface RunConfig {
   /** Time allowed for every client to be back on the broker after a heal (reconnect backoff cap and connect timeout). */
   reconnectAllowanceMs: number;
   outputDir: string;
+  /** The object store outputs went to (`--store s3`); without it, the workers' folder store in outputDir. */
+  store?: StoreConfig;
   httpAvailable: boolean;
   faultFingerprint: string;
   jobFingerprint: string;
@@ -98,6 +101,8 @@ export type RunnerEvent =
   | { kind: 'outbox_final'; unsent: number }
   | { kind: 'ledger_job'; job: Job; attempts: AttemptRecord[] }
   | { kind: 'stored_output'; jobId: string; name: string; path: string; exists: boolean; bytes?: number; sha256?: string }
+  /** Every object left under the object store's prefix at the end, listed once the orchestrator's cleaner had run until `cleanedUntil`. */
+  | { kind: 'store_final'; cleanedUntil: number; objects: Array<{ location: string; bytes: number }> }
   | { kind: 'run_end'; ok: boolean; error?: string }
   /** A control request the adversary forged, and the orchestrator's answer (see adversary.ts). */
   | { kind: 'forgery'; op: string; withKey: boolean; impersonates: boolean; req: Record<string, unknown>; ans: Record<string, unknown> };

@@ -5,6 +5,7 @@ import { parseDuration } from '../../src/core/duration.js';
 import { faultKinds, defaultBehaviourWeights, embeddedFaultKinds, type FaultKind } from './plan.js';
 import { behaviours, type Behaviour } from './job-input.js';
 import type { ChaosOptions } from './run.js';
+import type { ChaosStoreKind } from './store.js';
 
 export const profiles = {
   /** CI: a few hundred jobs, every fault kind at least once, a few minutes at most. */
@@ -29,6 +30,10 @@ export const usage = `usage: npm run chaos -- [options]
                          embedded: the orchestrator runs the embedded broker, workers
                          reach it over Unix sockets (no broker-* or orchestrator-partition
                          faults: the broker lives and dies with the orchestrator)
+  --store folder|s3      folder (default): each worker's output folder; s3: an s3rver of
+                         the run's own, the orchestrator handing out upload URLs and
+                         removing what losing attempts left after --store-cleanup-grace
+                         (default 2s); the output invariants are checked over the store
   --workers N  --slots N  --lease-ttl D  --heartbeat D  --sweep D  --backoff D  --redispatch D
   --faults a,b,...       fault kinds to use (default all that apply): ${faultKinds.join(', ')}
   --run-ms MIN-MAX       how long a job works (default 50-1000; long and hang jobs aside)
@@ -63,6 +68,8 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
         duration: { type: 'string' },
         seed: { type: 'string' },
         broker: { type: 'string' },
+        store: { type: 'string' },
+        'store-cleanup-grace': { type: 'string' },
         workers: { type: 'string' },
         slots: { type: 'string' },
         'lease-ttl': { type: 'string' },
@@ -90,6 +97,9 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
   const preset = profiles[profile];
   const broker = (values.broker ?? 'rabbitmq') as 'rabbitmq' | 'embedded';
   if (broker !== 'rabbitmq' && broker !== 'embedded') throw new UsageError(`--broker must be rabbitmq or embedded, got "${values.broker}"`);
+  const store = (values.store ?? 'folder') as ChaosStoreKind;
+  if (store !== 'folder' && store !== 's3') throw new UsageError(`--store must be folder or s3, got "${values.store}"`);
+  if (store !== 's3' && values['store-cleanup-grace'] !== undefined) throw new UsageError('--store-cleanup-grace goes with --store s3');
   const applicable: readonly FaultKind[] = broker === 'embedded' ? embeddedFaultKinds : faultKinds;
   const faults =
     values.faults === undefined
@@ -108,6 +118,8 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
   const options: ChaosOptions = {
     seed: values.seed ?? String(Date.now() % 1_000_000),
     broker,
+    store,
+    storeCleanupGraceMs: duration(values['store-cleanup-grace'], 2000, '--store-cleanup-grace'),
     jobs: int(values.jobs, preset.jobs, '--jobs', 1),
     durationMs: seconds(values.duration, preset.durationMs),
     workers: int(values.workers, preset.workers, '--workers', 1),

@@ -43,6 +43,7 @@ import { describeFault, makePlan, type FaultKind, type Plan } from './plan.js';
 import { freePort, RabbitNode } from './rabbit-node.js';
 import { formatReport } from './report.js';
 import { Submitter } from './submitter.js';
+import { ChaosStore, type ChaosStoreKind } from './store.js';
 import { Supervised } from './supervisor.js';
 
 export type ChaosBroker = 'rabbitmq' | 'embedded';
@@ -53,6 +54,10 @@ const recorderModule = fileURLToPath(new URL('./recorder.js', import.meta.url));
 export interface ChaosOptions {
   seed: string;
   broker: ChaosBroker;
+  /** Where outputs go: each worker's folder (default), or an s3rver of the run's own (`--store s3`). */
+  store: ChaosStoreKind;
+  /** With `--store s3`: the orchestrator's `--store-cleanup-grace`. */
+  storeCleanupGraceMs: number;
   jobs: number;
   durationMs: number;
   workers: number;
@@ -144,6 +149,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   for (const fault of plan.faults) log(`  ${describeFault(fault)}`);
 
   let node: RabbitNode | undefined;
+  let store: ChaosStore | undefined;
   /** The embedded broker's socket (the orchestrator serves it), in the run folder. */
   const brokerSocket = join(runDir, 'broker.sock');
   const embedded = options.broker === 'embedded';
@@ -158,6 +164,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     if (!embedded) {
       node = await RabbitNode.start({ dir: dirs.rabbit, consumerTimeoutMs: options.consumerTimeoutMs, log });
       active.nodes.add(node);
+    }
+    if (options.store === 's3') {
+      store = await ChaosStore.start(options.storeCleanupGraceMs);
+      log(`object store ${store.config.root} (s3rver), cleanup grace ${options.storeCleanupGraceMs} ms`);
     }
     const http = await detectHttp(options.cli);
     const httpPort = http ? await freePort() : undefined;
@@ -190,6 +200,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       consumerTimeoutMs: options.consumerTimeoutMs,
       reconnectAllowanceMs,
       outputDir: dirs.outputs,
+      ...(store ? { store: store.config } : {}),
       httpAvailable: http,
       faultFingerprint: plan.fingerprint.faults,
       jobFingerprint: plan.fingerprint.jobs,
@@ -233,6 +244,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       [actorEnv]: actor,
       PLANRUN_LOG_LEVEL: 'info',
       PLANRUN_FLEET_KEY: fleetKey,
+      ...(store && actor === 'orchestrator' ? store.env : {}),
     });
     const orchestrator = new Supervised(
       {
@@ -255,6 +267,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
           '--prefix',
           prefix,
           ...(httpPort === undefined ? [] : ['--port', String(httpPort)]),
+          ...(store ? store.orchestratorArgs() : []),
         ],
         env: env('orchestrator'),
         readyText: '"msg":"orchestrator ready',
@@ -376,12 +389,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     if (node) history.record({ kind: 'queues_final', ...(await settledQueues(node, observer.queue)) });
     else await delay(2000); // the orchestrator's last consumption of what the workers left
     await observer.stop();
+    // No upload URL is handed out once the workers are gone: give the last ones their life
+    // and the cleanup grace, so that nothing of a losing attempt may be left.
+    if (store) await delay(store.settleMs(options.leaseTtlMs));
+    const cleanedUntil = Date.now();
     await orchestrator.shutdown(15_000);
     await runnerBroker!.close();
     runnerBroker = undefined;
     // Stopped, the embedded broker has put back what its consumers held: its store is what is left.
     if (!node) history.record({ kind: 'queues_final', ...storedQueues(join(dirs.orchestrator, 'broker.db'), observer.queue) });
-    await recordLedger(join(dirs.orchestrator, 'ledger.db'), history);
+    await recordLedger(join(dirs.orchestrator, 'ledger.db'), history, store);
+    if (store) history.record({ kind: 'store_final', cleanedUntil, objects: await store.list() });
     history.record({ kind: 'run_end', ok: true });
   } catch (error) {
     failure = error;
@@ -397,6 +415,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     }
     await runnerBroker?.close().catch(() => undefined);
     for (const proxy of proxies.values()) await proxy.close().catch(() => undefined);
+    await store?.stop().catch((error: unknown) => log(`could not stop the object store: ${String(error)}`));
     if (node) {
       await node.stop().catch((error: unknown) => log(`could not stop the RabbitMQ node: ${String(error)}`));
       active.nodes.delete(node);
@@ -457,7 +476,7 @@ function storedQueues(path: string, observerQueue: string) {
 }
 
 /** The final ledger: every job with its attempts, the unsent outbox, and the stored outputs of finished jobs. */
-async function recordLedger(path: string, history: HistoryWriter): Promise<void> {
+async function recordLedger(path: string, history: HistoryWriter, store: ChaosStore | undefined): Promise<void> {
   const ledger = await openSqliteLedger({ path });
   try {
     const jobs: Job[] = [];
@@ -469,27 +488,21 @@ async function recordLedger(path: string, history: HistoryWriter): Promise<void>
     } while (cursor !== undefined);
     for (const job of jobs.reverse()) {
       history.record({ kind: 'ledger_job', job, attempts: await ledger.getAttempts(job.id) });
-      for (const [name, file] of Object.entries(job.result?.outputs ?? {})) {
-        if (!existsSync(file)) {
-          history.record({ kind: 'stored_output', jobId: job.id, name, path: file, exists: false });
-          continue;
-        }
-        const bytes = readFileSync(file);
-        history.record({
-          kind: 'stored_output',
-          jobId: job.id,
-          name,
-          path: file,
-          exists: true,
-          bytes: statSync(file).size,
-          sha256: createHash('sha256').update(bytes).digest('hex'),
-        });
+      for (const [name, location] of Object.entries(job.result?.outputs ?? {})) {
+        const content = store ? await store.read(location) : readFile(location);
+        history.record({ kind: 'stored_output', jobId: job.id, name, path: location, ...(content ? { exists: true, ...content } : { exists: false }) });
       }
     }
     history.record({ kind: 'outbox_final', unsent: (await ledger.outboxStats()).unsent });
   } finally {
     await ledger.close();
   }
+}
+
+/** What a folder-store output file holds, or undefined when it is missing. */
+function readFile(path: string): { bytes: number; sha256: string } | undefined {
+  if (!existsSync(path)) return undefined;
+  return { bytes: statSync(path).size, sha256: createHash('sha256').update(readFileSync(path)).digest('hex') };
 }
 
 /** Whether this build's orchestrator serves the HTTP API (`--port`) and can make keys. */

@@ -7,7 +7,7 @@ import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
 import { amqpUrl, ledgerChoice, metricsListener, UsageError } from '../options.js';
-import { objectStoreFrom } from '../store-options.js';
+import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
 export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
@@ -20,6 +20,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
   const objectStore = await objectStoreFrom(flags);
+  const storeCleanup = storeCleanupFrom(flags);
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker.
   const instrument = await loadInstrument();
   const logger = createLogger('planrun-orchestrator');
@@ -49,6 +50,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     port: flags.port,
     fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
     objectStore,
+    storeCleanup,
     ...metricsListener(flags),
   });
   let exiting = false;

@@ -6,7 +6,7 @@ import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
 import { checkJobModules } from '../job-modules.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
-import { objectStoreFrom } from '../store-options.js';
+import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
 
 export async function runUp(flags: UpFlags): Promise<void> {
@@ -15,6 +15,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
   await checkJobModules(flags.jobs ?? []);
   const objectStore = await objectStoreFrom(flags);
+  const storeCleanup = storeCleanupFrom(flags);
   // up's console is for people: what happens, at info, in lines to read (PLANRUN_LOG_FORMAT=json for JSON);
   // PLANRUN_LOG_LEVEL=warn for problems only.
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
@@ -29,6 +30,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     ...metricsListener(flags),
     ...(amqp ? { amqp } : {}),
     ...(objectStore ? { objectStore } : {}),
+    ...(storeCleanup ? { storeCleanup } : {}),
     workers: flags.workers,
     slots: flags.slots,
     jobs: flags.jobs ?? [],

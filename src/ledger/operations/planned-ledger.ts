@@ -6,7 +6,9 @@
  * storage errors) and how it closes.
  */
 import type {
+  AttemptKey,
   CancelParams,
+  ClaimUploadCleanupsParams,
   GrantLeaseParams,
   LeaseRef,
   Ledger,
@@ -20,6 +22,7 @@ import type {
   SubmitParams,
   SubmitResult,
   SweepParams,
+  UploadGrantParams,
 } from '../ledger.js';
 import { cancel } from './cancel.js';
 import { checkLease } from './check-lease.js';
@@ -35,6 +38,7 @@ import { outboxSetAside } from './set-aside.js';
 import { settle } from './settle.js';
 import { submit, submitMany } from './submit.js';
 import { sweep } from './sweep.js';
+import { claimUploadCleanups, markUploadsRemoved, recordUploadGrant } from './upload-grants.js';
 
 /** Makes an operation's plan for one run of it (the ledger's time and config in `env`). */
 export type MakePlan<T> = (env: OperationEnv) => Plan<T>;
@@ -103,6 +107,15 @@ export abstract class PlannedLedger implements Ledger {
   }
   outboxStats() {
     return this.read('outboxStats', (env) => outboxStats(env));
+  }
+  recordUploadGrant(params: UploadGrantParams) {
+    return this.write('recordUploadGrant', (env) => recordUploadGrant(params, env));
+  }
+  claimUploadCleanups(params: ClaimUploadCleanupsParams) {
+    return this.write('claimUploadCleanups', (env) => claimUploadCleanups(params, env));
+  }
+  markUploadsRemoved(attempts: readonly AttemptKey[]) {
+    return this.write('markUploadsRemoved', (env) => markUploadsRemoved(attempts, env));
   }
   getJob(jobId: string, tenant?: string) {
     return this.read('getJob', () => getJob(jobId, tenant));

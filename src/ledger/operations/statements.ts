@@ -16,7 +16,7 @@
  *   - times are the plan's `now` (OperationEnv), never read by a statement.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../ledger.js';
+import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
@@ -222,6 +222,40 @@ export interface LedgerStatements {
 
   /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
   postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
+
+  // Upload grants: the attempts the fence handed presigned upload URLs, for the store cleaner.
+
+  /**
+   * The attempt's upload grant: inserted as signed at now, valid until validUntil; where
+   * the attempt has one already, valid_until := the later of the two (signed_at kept).
+   */
+  upsertUploadGrant(params: { jobId: string; attempt: number; now: number; validUntil: number }): void;
+
+  /**
+   * Up to `limit` open upload grants (closed_at null) valid until `validBefore` or earlier,
+   * unclaimed or whose claim ran out by now (claimed_until <= now), whose job decided the
+   * attempt: the job ended, or is at a later attempt. Earliest valid_until first, read
+   * through the partial index of open grants; with the job's tenant, state and attempt.
+   * Where the database locks rows, the grants are locked, skipping those another
+   * transaction holds.
+   */
+  selectDecidedUploadGrants(params: { now: number; validBefore: number; limit: number }): DecidedUploadGrant[];
+
+  /** claimed_until := claimedUntil for the open grants of `attempts`. */
+  claimUploadGrants(params: { attempts: readonly AttemptKey[]; claimedUntil: number }): void;
+
+  /** Closes the open grants of `attempts`: closed at now, with `outcome`. */
+  closeUploadGrants(params: { attempts: readonly AttemptKey[]; now: number; outcome: UploadGrantOutcome }): void;
+}
+
+/** How an attempt's upload grant was closed: its objects removed (it lost), or kept (it was delivered). */
+export type UploadGrantOutcome = 'removed' | 'delivered';
+
+/** An open upload grant whose job decided the attempt, with what the cleaner needs to judge it. */
+export interface DecidedUploadGrant extends AttemptKey {
+  tenant: string;
+  jobState: JobState;
+  jobAttempt: number;
 }
 
 /** What setAsideOutboxRow answers of the row it set aside. */

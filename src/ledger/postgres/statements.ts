@@ -5,9 +5,9 @@
  * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
  * row count or RETURNING row decides.
  */
-import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
+import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
 import type { PgContext } from './context.js';
 import { type AttemptRow, type JobRow, lockJobById, selectJobById, toAttempt, toJob } from './rows.js';
@@ -104,6 +104,19 @@ const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM
   ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
+
+const upsertUploadGrant = `INSERT INTO upload_grants (job_id, attempt, signed_at, valid_until) VALUES ($1, $2, $3, $4)
+  ON CONFLICT (job_id, attempt) DO UPDATE SET valid_until = GREATEST(upload_grants.valid_until, excluded.valid_until)`;
+// Grants locked, skipping those another cleaner's claim holds; the job rows are only read.
+const selectDecidedUploadGrants = `SELECT g.job_id, g.attempt, j.tenant, j.state, j.attempt AS job_attempt
+  FROM upload_grants g JOIN jobs j ON j.id = g.job_id
+  WHERE g.closed_at IS NULL AND g.valid_until <= $2 AND (g.claimed_until IS NULL OR g.claimed_until <= $1)
+    AND (j.state IN ('finished', 'failed') OR g.attempt < j.attempt)
+  ORDER BY g.valid_until LIMIT $3 FOR UPDATE OF g SKIP LOCKED`;
+// A set of (job, attempt) pairs as two arrays, $1 and $2.
+const attemptSet = '(job_id, attempt) IN (SELECT * FROM unnest($1::text[], $2::integer[]))';
+const claimUploadGrants = `UPDATE upload_grants SET claimed_until = $3 WHERE closed_at IS NULL AND ${attemptSet}`;
+const closeUploadGrants = `UPDATE upload_grants SET closed_at = $3, outcome = $4 WHERE closed_at IS NULL AND ${attemptSet}`;
 
 export class PgStatements implements AsyncLedgerStatements {
   constructor(private readonly ctx: PgContext) {}
@@ -287,6 +300,32 @@ export class PgStatements implements AsyncLedgerStatements {
   async postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): Promise<void> {
     await this.ctx.run(postponeRedispatch, [redispatchAt, jobId, attempt]);
   }
+
+  async upsertUploadGrant(p: Params<'upsertUploadGrant'>): Promise<void> {
+    await this.ctx.run(upsertUploadGrant, [p.jobId, p.attempt, p.now, p.validUntil]);
+  }
+
+  async selectDecidedUploadGrants(p: Params<'selectDecidedUploadGrants'>): Promise<DecidedUploadGrant[]> {
+    const rows = await this.ctx.rows<{ job_id: string; attempt: number; tenant: string; state: JobState; job_attempt: number }>(selectDecidedUploadGrants, [
+      p.now,
+      p.validBefore,
+      p.limit,
+    ]);
+    return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, tenant: r.tenant, jobState: r.state, jobAttempt: r.job_attempt }));
+  }
+
+  async claimUploadGrants({ attempts, claimedUntil }: Params<'claimUploadGrants'>): Promise<void> {
+    await this.ctx.run(claimUploadGrants, [...attemptArrays(attempts), claimedUntil]);
+  }
+
+  async closeUploadGrants({ attempts, now, outcome }: Params<'closeUploadGrants'>): Promise<void> {
+    await this.ctx.run(closeUploadGrants, [...attemptArrays(attempts), now, outcome]);
+  }
+}
+
+/** A set of (job, attempt) pairs as the two arrays the statements unnest. */
+function attemptArrays(attempts: readonly AttemptKey[]): [string[], number[]] {
+  return [attempts.map((a) => a.jobId), attempts.map((a) => a.attempt)];
 }
 
 /** An AttemptGuard as the exits bind it: $1 to $5. */

@@ -144,4 +144,27 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE outbox ADD COLUMN set_aside_reason TEXT;
     `,
   },
+  {
+    version: 5,
+    name: 'attempts handed upload URLs',
+    sql: `
+      -- Each attempt the fence handed presigned upload URLs (the S3 store), written before
+      -- the URLs are handed out: the store cleaner's work list (issue 11). valid_until is
+      -- when the last of them stops working; a row is closed once the attempt's objects
+      -- are removed (it lost) or kept (it is the delivered one). claimed_until keeps two
+      -- orchestrators from taking the same row at once.
+      CREATE TABLE upload_grants (
+        job_id        TEXT    NOT NULL REFERENCES jobs (id),
+        attempt       INTEGER NOT NULL,
+        signed_at     INTEGER NOT NULL,
+        valid_until   INTEGER NOT NULL,
+        claimed_until INTEGER,
+        closed_at     INTEGER,
+        outcome       TEXT CHECK (outcome IN ('removed', 'delivered')),
+        PRIMARY KEY (job_id, attempt),
+        CHECK ((closed_at IS NULL) = (outcome IS NULL))
+      ) WITHOUT ROWID;
+      CREATE INDEX upload_grants_open ON upload_grants (valid_until) WHERE closed_at IS NULL;
+    `,
+  },
 ];

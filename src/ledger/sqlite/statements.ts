@@ -4,9 +4,9 @@
  * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
  * read in a write cannot change before that write ends.
  */
-import type { AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
+import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
 import type { SqliteContext } from './context.js';
 import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from './rows.js';
@@ -95,6 +95,18 @@ const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM
   WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
+
+const upsertUploadGrant = `INSERT INTO upload_grants (job_id, attempt, signed_at, valid_until) VALUES (@jobId, @attempt, @now, @validUntil)
+  ON CONFLICT (job_id, attempt) DO UPDATE SET valid_until = MAX(valid_until, excluded.valid_until)`;
+const selectDecidedUploadGrants = `SELECT g.job_id, g.attempt, j.tenant, j.state, j.attempt AS job_attempt
+  FROM upload_grants g JOIN jobs j ON j.id = g.job_id
+  WHERE g.closed_at IS NULL AND g.valid_until <= @validBefore AND (g.claimed_until IS NULL OR g.claimed_until <= @now)
+    AND (j.state IN ('finished', 'failed') OR g.attempt < j.attempt)
+  ORDER BY g.valid_until LIMIT @limit`;
+// A set of (job, attempt) pairs, handed over as the JSON text of [[job, attempt], ...].
+const attemptSet = `(job_id, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@attempts))`;
+const claimUploadGrants = `UPDATE upload_grants SET claimed_until = @claimedUntil WHERE closed_at IS NULL AND ${attemptSet}`;
+const closeUploadGrants = `UPDATE upload_grants SET closed_at = @now, outcome = @outcome WHERE closed_at IS NULL AND ${attemptSet}`;
 
 export class SqliteStatements implements LedgerStatements {
   constructor(private readonly ctx: SqliteContext) {}
@@ -273,6 +285,33 @@ export class SqliteStatements implements LedgerStatements {
   postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): void {
     this.ctx.sql(postponeRedispatch).run(redispatchAt, jobId, attempt);
   }
+
+  upsertUploadGrant(p: Params<'upsertUploadGrant'>): void {
+    this.ctx.sql(upsertUploadGrant).run(p);
+  }
+
+  selectDecidedUploadGrants(p: Params<'selectDecidedUploadGrants'>): DecidedUploadGrant[] {
+    const rows = this.ctx.sql(selectDecidedUploadGrants).all(p) as Array<{
+      job_id: string;
+      attempt: number;
+      tenant: string;
+      state: JobState;
+      job_attempt: number;
+    }>;
+    return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, tenant: r.tenant, jobState: r.state, jobAttempt: r.job_attempt }));
+  }
+
+  claimUploadGrants({ attempts, claimedUntil }: Params<'claimUploadGrants'>): void {
+    this.ctx.sql(claimUploadGrants).run({ attempts: attemptsJson(attempts), claimedUntil });
+  }
+
+  closeUploadGrants({ attempts, now, outcome }: Params<'closeUploadGrants'>): void {
+    this.ctx.sql(closeUploadGrants).run({ attempts: attemptsJson(attempts), now, outcome });
+  }
+}
+
+function attemptsJson(attempts: readonly AttemptKey[]): string {
+  return JSON.stringify(attempts.map(({ jobId, attempt }) => [jobId, attempt]));
 }
 
 /** An AttemptGuard as SQLite binds it (no booleans). */

@@ -30,6 +30,7 @@ import { settleConformance } from './settle.js';
 import { submitConformance } from './submit.js';
 import { sweepConformance } from './sweep.js';
 import { terminalConformance } from './terminal.js';
+import { uploadGrantsConformance } from './upload-grants.js';
 
 export type { LedgerFactory } from '../testing.js';
 
@@ -51,5 +52,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     queriesConformance(run);
     terminalConformance(run);
     nulConformance(run);
+    uploadGrantsConformance(run);
   });
 }
