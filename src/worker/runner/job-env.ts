@@ -25,11 +25,15 @@ const FORBIDDEN_ENV: readonly { pattern: RegExp; why: string }[] = [
   { pattern: /^(HOME|TMPDIR)$/, why: "the worker sets it to the job's scratch folder" },
 ];
 
+/** planrun settings that are meant for job code (a path, no credential): a job type may declare them. */
+const SETTINGS_FOR_JOBS: readonly string[] = ['PLANRUN_FFMPEG'];
+
 /** Why a job may not be given this variable, or undefined when it may. */
 export function envNameProblem(name: unknown): string | undefined {
   if (typeof name !== 'string' || !ENV_NAME_PATTERN.test(name)) {
     return `${JSON.stringify(name)} is not an environment variable name (letters, digits and _, not starting with a digit)`;
   }
+  if (SETTINGS_FOR_JOBS.includes(name)) return undefined;
   const forbidden = FORBIDDEN_ENV.find(({ pattern }) => pattern.test(name));
   return forbidden ? `${name} is never handed to job code: ${forbidden.why}` : undefined;
 }

@@ -118,6 +118,13 @@ for (const [label, policy] of policies) {
       assert.deepEqual(dataOf((await run(pool, 'hostile-memory', { mb: 32 })).outcome), { heldMb: 32 });
     });
 
+    test(`the network is there for a type that declares network: true${policy?.kind === 'bwrap' ? ', and only for it' : ''}`, async () => {
+      const port = 5672;
+      assert.equal((dataOf((await run(pool, 'network-probe', { port })).outcome) as { succeeded: boolean }).succeeded, true);
+      const closed = dataOf((await run(pool, 'no-network-probe', { port })).outcome) as { succeeded: boolean };
+      assert.equal(closed.succeeded, policy?.kind !== 'bwrap');
+    });
+
     if (policy?.jobUser) {
       test('the scratch folder belongs to the job user', async () => {
         const { outcome, scratchDir } = await run(pool, 'report-env', null);
