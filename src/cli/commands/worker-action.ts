@@ -36,6 +36,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     logger,
     sandbox,
     jobEnv: flags.jobEnv ?? [],
+    scratchRoot: flags.scratchDir,
     ...(flags.jobTimeout === undefined ? {} : { jobTimeoutMs: flags.jobTimeout }),
   });
   await runner.ready();

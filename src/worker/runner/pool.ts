@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
 import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { PermanentError, TransientError, type SerializedError } from '../../core/errors.js';
 import { envNameProblem, jobEnvironment } from './job-env.js';
 import { loadJobTypeRegistry, toModuleUrl, type JobType } from './job-type.js';
@@ -40,7 +42,14 @@ export interface ProcessPoolOptions {
   jobEnv?: string[];
   /** How long a run may take when neither its submission nor its job type says (default: no limit). */
   jobTimeoutMs?: number;
+  /**
+   * Where the jobs' scratch folders are made: the trial process of `ready()` gets one there
+   * too, so a job user that cannot reach it is known before any job (default: the system's temp).
+   */
+  scratchRoot?: string;
 }
+
+const execFileAsync = promisify(execFile);
 
 // planrun's compiled sources (dist/): a sandboxed job process runs child.js from there.
 const PLANRUN_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -243,9 +252,10 @@ export class ProcessPool {
 
   /** Starts one process the way jobs will get theirs, in an empty scratch folder, and waits until it has loaded the job modules. */
   private async tryOwnProcess(): Promise<void> {
-    const scratchDir = await mkdtemp(path.join(tmpdir(), 'planrun-sandbox-check-'));
+    const scratchDir = await mkdtemp(path.join(this.settings.scratchRoot ?? tmpdir(), 'planrun-sandbox-check-'));
     try {
       await this.handScratchToJobUser(scratchDir);
+      await this.checkJobUserWrites(scratchDir);
       const jobProcess = this.startProcess({ scratchDir, env: jobEnvironment(this.settings.jobEnv, scratchDir), network: false });
       await jobProcess.started;
       const failure = jobProcess.startFailure;
@@ -254,6 +264,20 @@ export class ProcessPool {
       if (failure) throw new Error(`${failure.message} (sandbox ${this.settings.sandbox.kind}${this.describeJobUser()})`);
     } finally {
       await rm(scratchDir, { recursive: true, force: true });
+    }
+  }
+
+  /** A process starts in a folder its user could never reach (it enters it before it drops root), so this is asked of the user itself. */
+  private async checkJobUserWrites(scratchDir: string): Promise<void> {
+    const user = this.settings.sandbox.jobUser;
+    if (!user) return;
+    try {
+      await execFileAsync('test', ['-w', scratchDir], { uid: user.uid, gid: user.gid });
+    } catch {
+      throw new Error(
+        `job user ${user.label} cannot write in its scratch folders under ${path.dirname(scratchDir)}: ` +
+          'every folder above them must be enterable by that user (chmod o+x)',
+      );
     }
   }
 
@@ -374,8 +398,8 @@ function moduleFiles(url: string): string[] {
   return url.startsWith('file:') ? [fileURLToPath(url)] : [];
 }
 
-type Settings = Required<Omit<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger' | 'jobTimeoutMs'>> &
-  Pick<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger' | 'jobTimeoutMs'>;
+type Settings = Required<Omit<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger' | 'jobTimeoutMs' | 'scratchRoot'>> &
+  Pick<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger' | 'jobTimeoutMs' | 'scratchRoot'>;
 
 function validateOptions(options: ProcessPoolOptions): Settings {
   const settings: Settings = {
@@ -388,6 +412,7 @@ function validateOptions(options: ProcessPoolOptions): Settings {
     sandbox: options.sandbox ?? { kind: 'none' },
     jobEnv: options.jobEnv ?? [],
     jobTimeoutMs: options.jobTimeoutMs,
+    scratchRoot: options.scratchRoot,
   };
   const problems: string[] = [];
   const { jobModules } = settings;

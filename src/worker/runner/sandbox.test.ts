@@ -166,6 +166,20 @@ describe('refusals', () => {
     }
   });
 
+  test('a job user that cannot reach the scratch root is known at ready(), before any job', async () => {
+    const closedRoot = await mkdtemp(path.join(tmpdir(), 'planrun-closed-scratch-'));
+    const pool = newPool({ kind: 'none', jobUser: nobody }, { scratchRoot: closedRoot });
+    try {
+      await assert.rejects(
+        pool.ready(),
+        /job user nobody \(65534\) cannot write in its scratch folders under .*planrun-closed-scratch-.*: every folder above them must be enterable by that user/,
+      );
+    } finally {
+      await pool.close();
+      await rm(closedRoot, { recursive: true, force: true });
+    }
+  });
+
   test('a missing bubblewrap is said clearly, before any job', () => {
     assert.throws(() => checkSandbox({ kind: 'bwrap', bwrapPath: '/nonexistent/bwrap' }), {
       message: '--sandbox bwrap needs bubblewrap, and /nonexistent/bwrap is not there (Debian/Ubuntu: apt-get install bubblewrap)',
