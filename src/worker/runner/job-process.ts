@@ -52,8 +52,9 @@ interface ActiveRun {
 }
 
 /**
- * One forked job process: runs one job at a time in it, forwards its progress, enforces
- * the abort grace period, and turns its death into the outcome of the job it was running.
+ * One job process (spawned as the sandbox wraps it, with a Node IPC channel): runs one job
+ * at a time in it, forwards its progress, enforces its deadline and the abort grace
+ * period, and turns its death into the outcome of the job it was running.
  */
 export class JobProcess {
   /** Resolves once the process has loaded the job modules, or is gone, whichever comes first. */
