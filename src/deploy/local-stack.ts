@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -39,6 +40,13 @@ export interface LocalStackOptions {
   /** Extra job-types modules for the workers. */
   jobs: string[];
   capabilities: string[];
+  /** `--sandbox`, `--job-user`, `--job-env`, `--job-timeout` for the workers (see sandbox-options.ts). */
+  workerSandboxArgs?: string[];
+  /**
+   * Job processes run as another user: their scratch folders then live outside the data
+   * dir (which that user cannot enter), in a folder of their own under the system's temp.
+   */
+  jobUser?: boolean;
   ledgerConfig: LedgerConfig;
   sweepIntervalMs: number;
   heartbeatIntervalMs: number;
@@ -76,7 +84,9 @@ export class LocalStack {
 
   static async start(options: LocalStackOptions): Promise<LocalStack> {
     const dataDir = resolve(options.dataDir);
-    mkdirSync(dataDir, { recursive: true });
+    // The ledger, the keys and the broker's socket: no one else's to read (a folder that exists keeps its mode).
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const scratchRoot = options.jobUser ? privateScratchRoot() : join(dataDir, 'scratch');
     let embedded: EmbeddedBrokerService | undefined;
     let broker: Broker;
     let workerBrokerArgs: string[];
@@ -130,8 +140,9 @@ export class LocalStack {
           '--output-dir',
           join(dataDir, 'outputs'),
           '--scratch-dir',
-          join(dataDir, 'scratch', `worker-${n}`),
+          join(scratchRoot, `worker-${n}`),
           ...options.jobs.flatMap((module) => ['--jobs', resolve(module)]),
+          ...(options.workerSandboxArgs ?? []),
           ...(options.capabilities.length > 0 ? ['--capabilities', options.capabilities.join(',')] : []),
         ],
         env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel, PLANRUN_LOG_FORMAT: options.workerLogFormat ?? 'json', PLANRUN_FLEET_KEY: fleetKey },
@@ -164,4 +175,11 @@ function redact(url: string): string {
   } catch {
     return '(an invalid URL)';
   }
+}
+
+/** Where another user's jobs can reach their scratch folders (0711: enter, not list). */
+function privateScratchRoot(): string {
+  const root = mkdtempSync(join(tmpdir(), 'planrun-scratch-'));
+  chmodSync(root, 0o711);
+  return root;
 }

@@ -77,6 +77,8 @@ export function makeTranscodeJobType(options: TranscodeOptions = {}) {
   return defineJobType({
     name: 'transcode',
     requires: ['ffmpeg'],
+    // The operator's choice of FFmpeg, read where the job runs (locateFfmpeg).
+    env: ['PLANRUN_FFMPEG'],
     outputReserveBytes: TRANSCODE_OUTPUT_RESERVE_BYTES,
     inputFiles: ['source'],
     run: (ctx: JobContext) => runTranscode(ctx, locate),

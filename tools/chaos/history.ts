@@ -17,6 +17,8 @@ import type { StoreConfig } from './store.js';
 /** Environment variables that make planrun's processes record their part of the history. */
 export const historyDirEnv = 'PLANRUN_CHAOS_HISTORY';
 export const actorEnv = 'PLANRUN_CHAOS_ACTOR';
+/** The same folder for job code, which is never handed a PLANRUN_* variable (docs/security.md). */
+export const jobHistoryDirEnv = 'CHAOS_JOB_HISTORY';
 
 interface Stamp {
   /** ms since the epoch, from the recording process's clock. */

@@ -1,7 +1,7 @@
 /**
  * The job-types module of a chaos run (`planrun worker --jobs <this file>`): one type,
  * `chaos`, whose every job misbehaves as its input says (see ChaosInput). It records in
- * the run's history (PLANRUN_CHAOS_HISTORY, inherited from its worker) when each run
+ * the run's history (CHAOS_JOB_HISTORY, which the type declares) when each run
  * starts, what output it wrote (a sha256, so the checker can tell whose bytes were
  * stored), and when it raises an error on purpose.
  *
@@ -20,23 +20,29 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FatalError, PermanentError, TransientError } from '../../src/core/errors.js';
 import { defineJobType, type JobContext } from '../../src/worker/runner/job-type.js';
-import { HistoryWriter, historyDirEnv } from './history.js';
+import { HistoryWriter, jobHistoryDirEnv } from './history.js';
 import { chaosOutputFile, chaosOutputReserveBytes, type ChaosInput } from './job-input.js';
 
-const historyDir = process.env[historyDirEnv];
-const history = historyDir ? new HistoryWriter(historyDir, 'job') : undefined;
+let writer: HistoryWriter | undefined;
+/** Read when a job runs: a job process gets the environment of each job it runs, not before. */
+function history(): HistoryWriter | undefined {
+  const dir = process.env[jobHistoryDirEnv];
+  if (dir && !writer) writer = new HistoryWriter(dir, 'job');
+  return writer;
+}
 
 const chaos = defineJobType({
   name: 'chaos',
   outputReserveBytes: chaosOutputReserveBytes,
+  env: [jobHistoryDirEnv],
   async run(ctx) {
     const input = ctx.input as ChaosInput;
     const { jobId, attempt } = ctx;
-    history?.record({ kind: 'run_start', jobId, attempt, tenant: ctx.tenant, behaviour: input.behaviour, ppid: process.ppid });
+    history()?.record({ kind: 'run_start', jobId, attempt, tenant: ctx.tenant, behaviour: input.behaviour, ppid: process.ppid });
     const fails = input.failUntil !== undefined && attempt < input.failUntil;
 
     if (input.behaviour === 'hang' && attempt === 1) {
-      history?.record({ kind: 'run_hang', jobId, attempt, ms: input.hangMs ?? 0 });
+      history()?.record({ kind: 'run_hang', jobId, attempt, ms: input.hangMs ?? 0 });
       // Deaf to the abort signal on purpose.
       await delay(input.hangMs ?? 0);
     }
@@ -44,17 +50,17 @@ const chaos = defineJobType({
 
     switch (input.behaviour) {
       case 'permanent':
-        history?.record({ kind: 'run_raise', jobId, attempt, class: 'permanent' });
+        history()?.record({ kind: 'run_raise', jobId, attempt, class: 'permanent' });
         throw new PermanentError('chaos_permanent', 'the chaos job fails permanently, on purpose');
       case 'transient':
         if (fails) {
-          history?.record({ kind: 'run_raise', jobId, attempt, class: 'transient' });
+          history()?.record({ kind: 'run_raise', jobId, attempt, class: 'transient' });
           throw new TransientError('chaos_transient', `the chaos job fails transiently until attempt ${input.failUntil}, on purpose`);
         }
         break;
       case 'crash':
         if (fails) {
-          history?.record({ kind: 'run_raise', jobId, attempt, class: 'crash' });
+          history()?.record({ kind: 'run_raise', jobId, attempt, class: 'crash' });
           setTimeout(() => {
             throw new Error(`the chaos job crashes its process until attempt ${input.failUntil}, on purpose`);
           });
@@ -63,7 +69,7 @@ const chaos = defineJobType({
         break;
       case 'fatal':
         if (attempt === 1) {
-          history?.record({ kind: 'run_raise', jobId, attempt, class: 'fatal' });
+          history()?.record({ kind: 'run_raise', jobId, attempt, class: 'fatal' });
           throw new FatalError('chaos_fatal', 'the chaos job says its worker is broken, on purpose');
         }
         break;
@@ -93,7 +99,7 @@ async function writeOutput(ctx: JobContext, input: ChaosInput) {
   content.write(header, 0);
   await writeFile(join(ctx.scratchDir, chaosOutputFile), content);
   const sha256 = createHash('sha256').update(content).digest('hex');
-  history?.record({ kind: 'run_output', jobId: ctx.jobId, attempt: ctx.attempt, bytes: content.length, sha256 });
+  history()?.record({ kind: 'run_output', jobId: ctx.jobId, attempt: ctx.attempt, bytes: content.length, sha256 });
   return { data: { attempt: ctx.attempt, sha256, bytes: content.length }, outputs: [chaosOutputFile] };
 }
 

@@ -35,7 +35,7 @@ import { FaultProxy } from '../../test/testing/fault-proxy.js';
 import { Topology } from '../../src/topology.js';
 import { Adversary } from './adversary.js';
 import { check, type CheckReport } from './checker.js';
-import { actorEnv, HistoryWriter, historyDirEnv, readHistory, writeMergedHistory, type RunConfig } from './history.js';
+import { actorEnv, HistoryWriter, historyDirEnv, jobHistoryDirEnv, readHistory, writeMergedHistory, type RunConfig } from './history.js';
 import type { Behaviour } from './job-input.js';
 import { Nemesis } from './nemesis.js';
 import { ResultObserver } from './observer.js';
@@ -241,6 +241,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       ...process.env,
       [instrumentEnv]: recorderModule,
       [historyDirEnv]: dirs.history,
+      [jobHistoryDirEnv]: dirs.history,
       [actorEnv]: actor,
       PLANRUN_LOG_LEVEL: 'info',
       PLANRUN_FLEET_KEY: fleetKey,

@@ -5,6 +5,7 @@ import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
 import { checkJobModules } from '../job-modules.js';
+import { describeSandbox, sandboxArgs, sandboxPolicy } from '../sandbox-options.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
@@ -14,6 +15,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
   checkLeaseTiming(flags.leaseTtl, flags.heartbeatInterval);
   // The workers would load these; checked here first, so a broken one stops `up` with one line instead of a restart loop.
   await checkJobModules(flags.jobs ?? []);
+  // Checked here too (the workers check it again), so a missing bubblewrap stops `up` with one line.
+  const sandbox = sandboxPolicy(flags, []);
   const objectStore = await objectStoreFrom(flags);
   const storeCleanup = storeCleanupFrom(flags);
   // up's console is for people: what happens, at info, in lines to read (PLANRUN_LOG_FORMAT=json for JSON);
@@ -35,6 +38,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
     slots: flags.slots,
     jobs: flags.jobs ?? [],
     capabilities: flags.capabilities ?? [],
+    workerSandboxArgs: sandboxArgs(flags),
+    jobUser: sandbox.jobUser !== undefined,
     ledgerConfig: {
       ...defaultLedgerConfig,
       leaseTtlMs: flags.leaseTtl,
@@ -75,6 +80,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
       `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
       `  outputs   ${objectStore ? objectStore.describe() : join(dataDir, 'outputs')}`,
       `  workers   ${flags.workers} × ${flags.slots} slots, restarted when they exit`,
+      `  sandbox   ${describeSandbox(flags)}`,
       `  key       ${stack.key}   (tenant "${localTenant}", saved in ${join(dataDir, localKeyFile)})`,
       '',
       `Try:  npx planrun submit transcode --input '{}' --wait`,

@@ -2,8 +2,9 @@ import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
 import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
+import { addSandboxOptions, type SandboxFlags } from '../sandbox-options.js';
 
-export interface UpFlags extends StoreFlags {
+export interface UpFlags extends StoreFlags, SandboxFlags {
   amqp?: string;
   ledger?: string;
   dataDir: string;
@@ -26,14 +27,16 @@ export interface UpFlags extends StoreFlags {
 
 export function registerUpCommand(program: Command): void {
   addStoreOptions(
-    addLedgerTimingOptions(
-      addListenOptions(
-        program
-          .command('up')
-          .description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers')
-          .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL); without it, an embedded broker')
-          .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
-          .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun'),
+    addSandboxOptions(
+      addLedgerTimingOptions(
+        addListenOptions(
+          program
+            .command('up')
+            .description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers')
+            .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL); without it, an embedded broker')
+            .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
+            .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun'),
+        ),
       ),
     )
       .option('--workers <n>', 'local worker processes', positiveIntOption, 2)

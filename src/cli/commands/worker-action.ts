@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { createLogger } from '../../core/logger.js';
 import { locateFfmpeg } from '../../job-types/ffmpeg.js';
 import { Topology } from '../../topology.js';
@@ -9,6 +10,7 @@ import { Worker } from '../../worker/worker.js';
 import { connectBroker } from '../broker-connection.js';
 import { loadInstrument } from '../instrument.js';
 import { checkJobModules } from '../job-modules.js';
+import { sandboxPolicy } from '../sandbox-options.js';
 import type { WorkerFlags } from './worker.js';
 
 export async function runWorker(flags: WorkerFlags): Promise<void> {
@@ -20,8 +22,23 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker and the worker.
   const instrument = await loadInstrument();
   const logger = createLogger('planrun-worker');
+  // Job code must not see these even where a job module's folder holds them (the embedded broker's socket sits in the data dir).
+  const brokerSocket = flags.brokerSocket ?? process.env.PLANRUN_BROKER_SOCKET;
+  const hiddenPaths = [flags.scratchDir, flags.outputDir, ...(brokerSocket ? [dirname(brokerSocket)] : [])];
+  const sandbox = sandboxPolicy(flags, hiddenPaths);
   mkdirSync(flags.scratchDir, { recursive: true });
-  const runner = new ProcessPool({ jobModules, size: flags.slots, abortGraceMs: flags.abortGrace, logger });
+  // Another user's job must reach its own scratch folder in here, and list no one else's.
+  if (sandbox.jobUser) chmodSync(flags.scratchDir, 0o711);
+  const runner = new ProcessPool({
+    jobModules,
+    size: flags.slots,
+    abortGraceMs: flags.abortGrace,
+    logger,
+    sandbox,
+    jobEnv: flags.jobEnv ?? [],
+    scratchRoot: flags.scratchDir,
+    ...(flags.jobTimeout === undefined ? {} : { jobTimeoutMs: flags.jobTimeout }),
+  });
   await runner.ready();
   const connected = await connectBroker(flags, 'worker');
   const broker = instrument?.wrapBroker?.(connected, 'worker') ?? connected;

@@ -4,11 +4,12 @@ import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { defaultInputFetching } from '../../worker/inputs/job-inputs.js';
 import { collect, durationFlag, listOption, positiveIntOption, sizeFlag } from '../options.js';
+import { addSandboxOptions, type SandboxFlags } from '../sandbox-options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
 export const builtInJobTypesModule = fileURLToPath(new URL('../../job-types/index.js', import.meta.url));
 
-export interface WorkerFlags {
+export interface WorkerFlags extends SandboxFlags {
   amqp?: string;
   brokerSocket?: string;
   jobs?: string[];
@@ -26,8 +27,7 @@ export interface WorkerFlags {
 }
 
 export function registerWorkerCommand(program: Command): void {
-  program
-    .command('worker')
+  addSandboxOptions(program.command('worker'))
     .description('run a worker: take work messages, lease each job, run it in a child process, store its outputs, settle it')
     .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
     .option('--broker-socket <path>', 'the embedded broker of a running `planrun up` or `planrun orchestrator --broker-socket` (or PLANRUN_BROKER_SOCKET)')

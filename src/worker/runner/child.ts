@@ -35,8 +35,10 @@ registry.then(
 let current: { runId: number; controller: AbortController } | undefined;
 
 process.on('message', (message: ParentMessage) => {
-  if (message.kind === 'run') void run(message.runId, message.task);
-  else if (message.kind === 'abort' && current?.runId === message.runId) {
+  if (message.kind === 'run') {
+    enterJob(message.task, message.env);
+    void run(message.runId, message.task);
+  } else if (message.kind === 'abort' && current?.runId === message.runId) {
     current.controller.abort(new TransientError('aborted', 'the worker aborted the job'));
   }
 });
@@ -55,6 +57,19 @@ async function run(runId: number, task: RunTask): Promise<void> {
   throttle.close();
   current = undefined;
   send({ kind: 'result', runId, outcome });
+}
+
+/**
+ * A process runs one job after another (outside a sandbox): each gets exactly the
+ * environment the worker computed for it, nothing left from the one before, and its
+ * scratch folder as working directory.
+ */
+function enterJob(task: RunTask, env: Record<string, string>): void {
+  for (const name of Object.keys(process.env)) {
+    if (!(name in env)) delete process.env[name];
+  }
+  Object.assign(process.env, env);
+  process.chdir(task.scratchDir);
 }
 
 async function runJob(jobType: JobType, ctx: JobContext): Promise<RunOutcome> {

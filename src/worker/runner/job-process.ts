@@ -1,4 +1,4 @@
-import { fork, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -8,8 +8,10 @@ import { ChildOutput } from './child-output.js';
 import type { RunnerLogger } from './logger.js';
 import { isChildMessage, type ChildConfig, type ChildMessage, type ParentMessage, type RunTask } from './protocol.js';
 import { failed, type RunOutcome } from './run-outcome.js';
+import type { WrappedSpawn } from './sandbox.js';
 
-const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
+/** The script a job process runs: `node [flags] CHILD_ENTRY <config JSON>`. */
+export const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
 // After the exit, what the process last printed or sent (V8's out-of-memory note, its
 // 'crashing' message) may still be in the pipes; wait at most this long for it.
 const DRAIN_AFTER_EXIT_MS = 250;
@@ -19,8 +21,16 @@ export interface RunHooks {
   signal?: AbortSignal;
 }
 
+/** A deadline for one run: past it the job is aborted, then killed after the abort grace, and ends with `error`. */
+export interface RunDeadline {
+  ms: number;
+  error: SerializedError;
+}
+
 export interface JobProcessOptions {
   config: ChildConfig;
+  /** How to start the process (the sandbox's wrapping of `node CHILD_ENTRY`); the config is appended to its args. */
+  launch: WrappedSpawn;
   abortGraceMs: number;
   maxOldSpaceMb: number | undefined;
   logger: RunnerLogger | undefined;
@@ -36,12 +46,15 @@ interface ActiveRun {
   runId: number;
   task: RunTask;
   hooks: RunHooks;
+  /** Set once the run's deadline passed: a failure after it is reported as this. */
+  timedOut?: SerializedError;
   finish(outcome: RunOutcome): void;
 }
 
 /**
- * One forked job process: runs one job at a time in it, forwards its progress, enforces
- * the abort grace period, and turns its death into the outcome of the job it was running.
+ * One job process (spawned as the sandbox wraps it, with a Node IPC channel): runs one job
+ * at a time in it, forwards its progress, enforces its deadline and the abort grace
+ * period, and turns its death into the outcome of the job it was running.
  */
 export class JobProcess {
   /** Resolves once the process has loaded the job modules, or is gone, whichever comes first. */
@@ -62,9 +75,12 @@ export class JobProcess {
   private loadFailure: string | undefined;
 
   constructor(private readonly options: JobProcessOptions) {
-    this.child = fork(CHILD_ENTRY, [JSON.stringify(options.config)], {
-      // A clean slate: the parent's inspector or test-runner flags do not belong in a job.
-      execArgv: options.maxOldSpaceMb === undefined ? [] : [`--max-old-space-size=${options.maxOldSpaceMb}`],
+    const { launch } = options;
+    this.child = spawn(launch.file, [...launch.args, JSON.stringify(options.config)], {
+      env: launch.env,
+      cwd: launch.cwd,
+      ...(launch.uid === undefined ? {} : { uid: launch.uid }),
+      ...(launch.gid === undefined ? {} : { gid: launch.gid }),
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       serialization: 'json',
     });
@@ -123,24 +139,36 @@ export class JobProcess {
     return new FatalError('child_start_failed', `a job process did not start: ${why}`).toJSON();
   }
 
-  run(task: RunTask, hooks: RunHooks): Promise<RunOutcome> {
+  /** Runs one job; `env` replaces the process's environment for it (see child.ts). */
+  run(task: RunTask, env: Record<string, string>, hooks: RunHooks, deadline?: RunDeadline): Promise<RunOutcome> {
     if (this.active || !this.usable) throw new Error(`job process ${this.pid} cannot take job ${task.jobId}: it is busy or gone`);
     const runId = ++this.lastRunId;
     return new Promise<RunOutcome>((resolve) => {
       const onAbort = () => this.abort(runId);
-      this.active = {
+      let deadlineTimer: NodeJS.Timeout | undefined;
+      const run: ActiveRun = {
         runId,
         task,
         hooks,
         finish: (outcome) => {
           this.active = undefined;
           clearTimeout(this.graceTimer);
+          this.graceTimer = undefined;
+          clearTimeout(deadlineTimer);
           hooks.signal?.removeEventListener('abort', onAbort);
-          resolve(outcome);
+          // Whatever the job made of its abort signal, a failure after the deadline is the deadline's.
+          resolve(run.timedOut && !outcome.ok ? failed(run.timedOut) : outcome);
         },
       };
+      this.active = run;
       hooks.signal?.addEventListener('abort', onAbort, { once: true });
-      this.handOver(runId, task);
+      if (deadline) {
+        deadlineTimer = setTimeout(() => {
+          run.timedOut = deadline.error;
+          this.abort(runId);
+        }, deadline.ms);
+      }
+      this.handOver(runId, task, env);
     });
   }
 
@@ -152,16 +180,21 @@ export class JobProcess {
    * nothing, takes the next job; a send the channel fails afterwards leaves the process in
    * doubt, so it is killed and replaced, and the job ends with that reason.
    */
-  private handOver(runId: number, task: RunTask): void {
+  private handOver(runId: number, task: RunTask, env: Record<string, string>): void {
     const cannotHandOver = (error: unknown) =>
       new PermanentError('invalid_input', `the job could not be handed to its job process: ${error instanceof Error ? error.message : String(error)}`).toJSON();
     try {
-      this.child.send({ kind: 'run', runId, task } satisfies ParentMessage, (error) => {
+      this.child.send({ kind: 'run', runId, task, env } satisfies ParentMessage, (error) => {
         if (error && this.active?.runId === runId) this.kill(cannotHandOver(error));
       });
     } catch (error) {
       if (this.active?.runId === runId) this.active.finish(failed(cannotHandOver(error)));
     }
+  }
+
+  /** A process started for one job: that job is over (or never came), so the process goes. */
+  retire(): void {
+    if (this.exit === undefined) this.kill(new TransientError('pool_closed', 'the job process was retired while running a job').toJSON());
   }
 
   /** Kills the process at once; a job it was running ends with `reason`. */
@@ -171,13 +204,15 @@ export class JobProcess {
   }
 
   private abort(runId: number): void {
-    if (this.active?.runId !== runId) return;
+    // Aborted twice (its deadline, then its lease): the first grace period stands.
+    if (this.active?.runId !== runId || this.graceTimer !== undefined) return;
     this.send({ kind: 'abort', runId });
     const graceMs = this.options.abortGraceMs;
     this.graceTimer = setTimeout(() => {
-      if (this.active?.runId !== runId) return;
+      const run = this.active;
+      if (run?.runId !== runId) return;
       const message = `the job was aborted and did not stop within ${graceMs} ms, so its process was killed`;
-      this.kill(new TransientError('aborted', message).toJSON());
+      this.kill(run.timedOut ?? new TransientError('aborted', message).toJSON());
     }, graceMs);
   }
 

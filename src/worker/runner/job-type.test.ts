@@ -31,6 +31,29 @@ describe('defineJobType', () => {
     );
   });
 
+  test('refuses to declare planrun’s own settings or credentials as environment the job needs', () => {
+    for (const name of ['PLANRUN_FLEET_KEY', 'PLANRUN_AMQP_URL', 'MY_AMQP_URL', 'AWS_SECRET_ACCESS_KEY', 'HOME', 'NODE_CHANNEL_FD']) {
+      assert.throws(() => defineJobType({ name: 'greedy', env: [name], run: () => ({}) }), new RegExp(`env: ${name} is never handed to job code: `));
+    }
+    assert.throws(() => defineJobType({ name: 'odd', env: ['1X'], run: () => ({}) }), /env: "1X" is not an environment variable name/);
+    assert.equal(defineJobType({ name: 'hf', env: ['HF_HOME'], run: () => ({}) }).env?.[0], 'HF_HOME');
+  });
+
+  test('checks timeouts, network and limits', () => {
+    const bad = { name: 'odd', timeoutSeconds: 0.5, timeoutClass: 'fatal', network: 'yes', limits: { memoryMb: 1, disk: 3 }, run: () => ({}) };
+    assert.throws(
+      () => defineJobType(bad as never),
+      (error: Error) =>
+        [
+          'network is the string "yes", not true or false',
+          'timeoutSeconds is the number 0.5, not a whole number of seconds >= 1',
+          'timeoutClass is the string "fatal", not "transient" or "permanent"',
+          'limits.memoryMb is the number 1, not a whole number >= 64',
+          'limits has unknown property "disk"',
+        ].every((part) => error.message.includes(part)),
+    );
+  });
+
   test('names a missing name and a missing run', () => {
     assert.throws(() => defineJobType({} as never), /invalid job type \(unnamed\): name is missing; run is missing/);
   });

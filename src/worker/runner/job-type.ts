@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { isValidName, NAME_RULE } from '../../submission/rules.js';
+import { envNameProblem } from './job-env.js';
 import { describeValue } from './json-value.js';
 
 /**
@@ -49,11 +50,41 @@ export interface JobType {
   inputFiles?: string[];
   /** The largest input file this type takes, in bytes; the worker's `--max-input-size` when absent. */
   maxInputBytes?: number;
+  /**
+   * Environment variables the job needs from the worker's environment (e.g. `HF_HOME`),
+   * beyond PATH, LANG, TZ, HOME and TMPDIR. planrun's own settings and credentials
+   * (PLANRUN_*, AMQP URLs, AWS_*) are refused.
+   */
+  env?: string[];
+  /** In a sandbox, the job gets the network (never the broker's socket, never the worker's files). */
+  network?: boolean;
+  /** How long one run may take unless the submission says otherwise; the worker's `--job-timeout` when absent. */
+  timeoutSeconds?: number;
+  /** A run past its timeout is Transient `timeout` (tried again) unless this is `'permanent'`. */
+  timeoutClass?: 'transient' | 'permanent';
+  /**
+   * What one run's processes may use together, enforced by the kernel (a cgroup per job);
+   * a run that hits a limit ends Permanent `resource_limit`. `processes` counts threads
+   * too (Node itself runs about a dozen).
+   */
+  limits?: { memoryMb?: number; processes?: number };
   /** Returning nothing counts as `{}`. */
   run(ctx: JobContext): Promise<JobRunResult> | JobRunResult;
 }
 
-const JOB_TYPE_PROPERTIES = ['name', 'requires', 'outputReserveBytes', 'inputFiles', 'maxInputBytes', 'run'];
+const JOB_TYPE_PROPERTIES = [
+  'name',
+  'requires',
+  'outputReserveBytes',
+  'inputFiles',
+  'maxInputBytes',
+  'env',
+  'network',
+  'timeoutSeconds',
+  'timeoutClass',
+  'limits',
+  'run',
+];
 
 // Type names and capabilities end up as words of AMQP topic routing keys
 // (`<tenant>.<type>.<state>`) and items of the comma-separated `--capabilities` flag, so
@@ -214,7 +245,47 @@ function jobTypeProblems(value: unknown): string[] {
   if (maxInput !== undefined && !(typeof maxInput === 'number' && Number.isSafeInteger(maxInput) && maxInput > 0)) {
     problems.push(`maxInputBytes is ${describeValue(maxInput)}, not a whole number of bytes > 0`);
   }
+  problems.push(...sandboxProblems(jobType));
   return problems;
+}
+
+function sandboxProblems(jobType: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  const { env, network, timeoutSeconds, timeoutClass, limits } = jobType;
+  if (env !== undefined) {
+    if (!Array.isArray(env)) problems.push(`env is ${describeValue(env)}, not a list of environment variable names`);
+    else {
+      for (const name of env as unknown[]) {
+        const problem = envNameProblem(name);
+        if (problem !== undefined) problems.push(`env: ${problem}`);
+      }
+    }
+  }
+  if (network !== undefined && typeof network !== 'boolean') problems.push(`network is ${describeValue(network)}, not true or false`);
+  if (timeoutSeconds !== undefined && !isPositiveSeconds(timeoutSeconds)) {
+    problems.push(`timeoutSeconds is ${describeValue(timeoutSeconds)}, not a whole number of seconds >= 1`);
+  }
+  if (timeoutClass !== undefined && timeoutClass !== 'transient' && timeoutClass !== 'permanent') {
+    problems.push(`timeoutClass is ${describeValue(timeoutClass)}, not "transient" or "permanent"`);
+  }
+  if (limits !== undefined) problems.push(...limitsProblems(limits));
+  return problems;
+}
+
+const LIMIT_MINIMUMS: Record<string, number> = { memoryMb: 64, processes: 16 };
+
+function limitsProblems(limits: unknown): string[] {
+  if (typeof limits !== 'object' || limits === null || Array.isArray(limits)) return [`limits is ${describeValue(limits)}, not { memoryMb?, processes? }`];
+  return Object.entries(limits).flatMap(([key, value]) => {
+    const minimum = LIMIT_MINIMUMS[key];
+    if (minimum === undefined) return [`limits has unknown property "${key}" (it has memoryMb, processes)`];
+    if (value === undefined || (typeof value === 'number' && Number.isSafeInteger(value) && value >= minimum)) return [];
+    return [`limits.${key} is ${describeValue(value)}, not a whole number >= ${minimum} (a job process needs that much to start)`];
+  });
+}
+
+export function isPositiveSeconds(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
 }
 
 function nameOf(value: unknown): string | undefined {

@@ -1,11 +1,20 @@
+import { execFile } from 'node:child_process';
+import { chown, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { PermanentError, TransientError, type SerializedError } from '../../core/errors.js';
-import { toModuleUrl } from './job-type.js';
-import { JobProcess, type RunHooks } from './job-process.js';
+import { envNameProblem, jobEnvironment } from './job-env.js';
+import { loadJobTypeRegistry, toModuleUrl, type JobType } from './job-type.js';
+import { JobCgroup, ownCgroupDir, type CgroupLimits } from './job-cgroup.js';
+import { CHILD_ENTRY, JobProcess, type RunDeadline, type RunHooks } from './job-process.js';
 import { findJsonProblem } from './json-value.js';
 import type { RunnerLogger } from './logger.js';
 import { findInvalidOutput } from './outputs.js';
 import type { RunTask } from './protocol.js';
 import { failed, type RunOutcome } from './run-outcome.js';
+import { checkSandbox, moduleReadablePaths, wrapCommand, type SandboxPolicy } from './sandbox.js';
 
 export type { RunHooks } from './job-process.js';
 export type { RunTask } from './protocol.js';
@@ -27,11 +36,30 @@ export interface ProcessPoolOptions {
   maxOldSpaceMb?: number;
   /** Gets the job processes' output and the pool's notices; without it, their output goes to this process's. */
   logger?: RunnerLogger;
+  /** How job processes are confined (default: no sandbox, the worker's user). */
+  sandbox?: SandboxPolicy;
+  /** Environment variables the operator hands to every job (`--job-env`), beside those a job type declares. */
+  jobEnv?: string[];
+  /** How long a run may take when neither its submission nor its job type says (default: no limit). */
+  jobTimeoutMs?: number;
+  /**
+   * Where the jobs' scratch folders are made: the trial process of `ready()` gets one there
+   * too, so a job user that cannot reach it is known before any job (default: the system's temp).
+   */
+  scratchRoot?: string;
 }
 
+const execFileAsync = promisify(execFile);
+
+// planrun's compiled sources (dist/): a sandboxed job process runs child.js from there.
+const PLANRUN_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
 /**
- * Runs job-type code in child processes, one per slot, started eagerly and reused between
- * jobs; one that dies or is killed is replaced at once.
+ * Runs job-type code in child processes. Without a sandbox or job user, one per slot,
+ * started eagerly and reused between jobs (each run gets its own environment and working
+ * directory); one that dies or is killed is replaced at once. In a sandbox or as another
+ * user, a process is started for each job, confined to that job's scratch folder, and
+ * ends with it: a process that held one job's files never sees another's.
  *
  * `run()` never rejects for anything a job does: every failure is an outcome holding a
  * SerializedError, by class:
@@ -41,7 +69,8 @@ export interface ProcessPoolOptions {
  *   handed to the job process, e.g. nested too deep to serialise), `invalid_result`
  *   (run() returned something other than plain-JSON `{ data?, outputs? }`),
  *   `invalid_output` (an output that is not a regular file inside the scratch folder);
- * - transient: `child_crashed` (an exit, an uncaught exception or unhandled rejection),
+ * - transient: `timeout` (past its deadline; permanent when its type says so),
+ *   `child_crashed` (an exit, an uncaught exception or unhandled rejection),
  *   `child_killed` (a signal),
  *   `out_of_memory` (over `maxOldSpaceMb`), `aborted` (the signal fired and the job did
  *   not finish within the grace period, or the signal fired before it started),
@@ -57,24 +86,40 @@ export class ProcessPool {
   private readonly processes = new Set<JobProcess>();
   /** Ready or starting processes with no job; the most recently used is taken first. */
   private readonly idle: JobProcess[] = [];
+  /** Jobs running in processes of their own (sandbox or job user). */
+  private ownProcessRuns = 0;
   private broken: JobProcess | undefined;
   private closing: Promise<void> | undefined;
-  private readonly settings: Required<Omit<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger'>> & Pick<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger'>;
+  private jobTypes: Promise<Map<string, JobType>> | undefined;
+  private readonly settings: Settings;
 
   constructor(options: ProcessPoolOptions) {
     this.settings = validateOptions(options);
-    for (let slot = 0; slot < this.settings.size; slot++) this.startProcess();
+    checkSandbox(this.settings.sandbox);
+    if (!this.processPerJob) for (let slot = 0; slot < this.settings.size; slot++) this.startProcess();
   }
 
   get size(): number {
     return this.settings.size;
   }
 
+  /** A sandbox is built around one job's scratch folder, and another user's process must not keep one job's secrets for the next. */
+  private get processPerJob(): boolean {
+    return this.settings.sandbox.kind !== 'none' || this.settings.sandbox.jobUser !== undefined;
+  }
+
   /**
-   * Resolves once every job process has loaded the job modules; rejects with the reason
-   * if they cannot (a worker should await this before taking work).
+   * Resolves once every job process has loaded the job modules (in a sandbox: once a trial
+   * process has, so a sandbox that cannot start is known before any job); rejects with the
+   * reason if they cannot (a worker should await this before taking work).
    */
   async ready(): Promise<void> {
+    const jobTypes = await this.loadJobTypes();
+    checkLimitsEnforceable([...jobTypes.values()]);
+    if (this.processPerJob) {
+      await this.tryOwnProcess();
+      return;
+    }
     await Promise.all([...this.processes].map((jobProcess) => jobProcess.started));
     const failure = this.broken?.startFailure;
     if (failure) throw new Error(failure.message);
@@ -90,21 +135,82 @@ export class ProcessPool {
     }
     if (hooks.signal?.aborted) return failed(new TransientError('aborted', 'the job was aborted before it started').toJSON());
 
+    const settings = await this.jobSettings(task);
+    const outcome =
+      this.processPerJob || hasLimits(settings.jobType)
+        ? await this.runInOwnProcess(task, hooks, settings)
+        : await this.runInPooledProcess(task, hooks, settings);
+    return outcome.ok ? this.checkOutputs(task, outcome) : outcome;
+  }
+
+  private async runInPooledProcess(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings): Promise<RunOutcome> {
     const jobProcess = this.takeIdleProcess();
-    if (jobProcess === undefined) {
-      throw new Error(
-        `ProcessPool.run(${task.jobId}): all ${this.size} job processes are busy; ` + "the worker's admission must not start more jobs than the pool has slots",
-      );
-    }
-    let outcome: RunOutcome;
+    if (jobProcess === undefined) throw this.allBusy(task);
     try {
-      outcome = await jobProcess.run(task, hooks);
+      return await jobProcess.run(task, env, hooks, deadline);
     } finally {
       // Whatever happened to the run, the slot comes back: a usable process is idle again,
       // a gone one has been replaced.
       if (jobProcess.usable) this.idle.push(jobProcess);
     }
-    return outcome.ok ? this.checkOutputs(task, outcome) : outcome;
+  }
+
+  /** A process of its own, in the sandbox if there is one, in a cgroup of its own if its type declares limits. */
+  private async runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType }: JobSettings): Promise<RunOutcome> {
+    if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
+    this.ownProcessRuns += 1;
+    let jobProcess: JobProcess | undefined;
+    let cgroup: JobCgroup | undefined;
+    try {
+      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
+      await this.handScratchToJobUser(task.scratchDir);
+      jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true });
+      await jobProcess.started;
+      const startFailure = jobProcess.startFailure;
+      if (startFailure) return failed(startFailure);
+      if (!jobProcess.usable || jobProcess.pid === undefined) {
+        return failed(new TransientError('pool_closed', 'the worker closed its job processes before the job started').toJSON());
+      }
+      await cgroup?.add(jobProcess.pid);
+      const outcome = await this.runWatched(jobProcess, task, env, hooks, deadline, cgroup);
+      const exceeded = await cgroup?.exceeded();
+      return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return failed(new TransientError('child_start_failed', `the job's process could not be set up: ${reason}`).toJSON());
+    } finally {
+      this.ownProcessRuns -= 1;
+      jobProcess?.retire();
+      await cgroup?.destroy();
+    }
+  }
+
+  /** Runs the job; one that hits a limit of its cgroup is killed as soon as that is seen. */
+  private async runWatched(
+    jobProcess: JobProcess,
+    task: RunTask,
+    env: Record<string, string>,
+    hooks: RunHooks,
+    deadline: RunDeadline | undefined,
+    cgroup: JobCgroup | undefined,
+  ): Promise<RunOutcome> {
+    if (cgroup === undefined) return jobProcess.run(task, env, hooks, deadline);
+    const watch = setInterval(() => {
+      void cgroup.exceeded().then((exceeded) => {
+        if (exceeded !== undefined) jobProcess.kill(resourceLimit(exceeded));
+      });
+    }, LIMIT_WATCH_MS);
+    try {
+      return await jobProcess.run(task, env, hooks, deadline);
+    } finally {
+      clearInterval(watch);
+    }
+  }
+
+  private allBusy(task: RunTask): Error {
+    return new Error(
+      `ProcessPool.run(${task.jobId}): all ${this.size} job processes are busy; ` + "the worker's admission must not start more jobs than the pool has slots",
+    );
   }
 
   /** Kills every job process and waits until they are gone; running jobs end transient `pool_closed`. */
@@ -118,17 +224,102 @@ export class ProcessPool {
     return this.closing;
   }
 
-  private startProcess(): void {
-    const { jobModules, progressThrottleMs, abortGraceMs, maxOldSpaceMb, logger } = this.settings;
+  private loadJobTypes(): Promise<Map<string, JobType>> {
+    return (this.jobTypes ??= loadJobTypeRegistry(this.settings.jobModules));
+  }
+
+  /** The job's environment and deadline, from its type (the parent loads the job modules too; an unknown type is the child's to report). */
+  private async jobSettings(task: RunTask): Promise<JobSettings> {
+    const jobType = (await this.loadJobTypes().catch(() => undefined))?.get(task.type);
+    const env = jobEnvironment([...(jobType?.env ?? []), ...this.settings.jobEnv], task.scratchDir);
+    const timeoutMs =
+      task.timeoutSeconds !== undefined
+        ? task.timeoutSeconds * 1000
+        : jobType?.timeoutSeconds !== undefined
+          ? jobType.timeoutSeconds * 1000
+          : this.settings.jobTimeoutMs;
+    if (timeoutMs === undefined) return { env, deadline: undefined, jobType };
+    const message = `the job ran past its timeout of ${timeoutMs / 1000} s`;
+    const error = jobType?.timeoutClass === 'permanent' ? new PermanentError('timeout', message) : new TransientError('timeout', message);
+    return { env, deadline: { ms: timeoutMs, error: error.toJSON() }, jobType };
+  }
+
+  /** With a job user, the scratch folder becomes that user's: the only place its job may write. */
+  private async handScratchToJobUser(scratchDir: string): Promise<void> {
+    const user = this.settings.sandbox.jobUser;
+    if (user) await chown(scratchDir, user.uid, user.gid);
+  }
+
+  /** Starts one process the way jobs will get theirs, in an empty scratch folder, and waits until it has loaded the job modules. */
+  private async tryOwnProcess(): Promise<void> {
+    const scratchDir = await mkdtemp(path.join(this.settings.scratchRoot ?? tmpdir(), 'planrun-sandbox-check-'));
+    try {
+      await this.handScratchToJobUser(scratchDir);
+      await this.checkJobUserWrites(scratchDir);
+      const jobProcess = this.startProcess({ scratchDir, env: jobEnvironment(this.settings.jobEnv, scratchDir), network: false });
+      await jobProcess.started;
+      const failure = jobProcess.startFailure;
+      jobProcess.retire();
+      await jobProcess.gone;
+      if (failure) throw new Error(`${failure.message} (sandbox ${this.settings.sandbox.kind}${this.describeJobUser()})`);
+    } finally {
+      await rm(scratchDir, { recursive: true, force: true });
+    }
+  }
+
+  /** A process starts in a folder its user could never reach (it enters it before it drops root), so this is asked of the user itself. */
+  private async checkJobUserWrites(scratchDir: string): Promise<void> {
+    const user = this.settings.sandbox.jobUser;
+    if (!user) return;
+    try {
+      await execFileAsync('test', ['-w', scratchDir], { uid: user.uid, gid: user.gid });
+    } catch {
+      throw new Error(
+        `job user ${user.label} cannot write in its scratch folders under ${path.dirname(scratchDir)}: ` +
+          'every folder above them must be enterable by that user (chmod o+x)',
+      );
+    }
+  }
+
+  private describeJobUser(): string {
+    const user = this.settings.sandbox.jobUser;
+    return user ? `, job user ${user.label}` : '';
+  }
+
+  /**
+   * Starts a job process: a pooled one (no `own`) that takes any job, or one of its own for
+   * the job whose scratch folder, environment and network `own` gives.
+   */
+  private startProcess(own?: { scratchDir: string; env: Record<string, string>; network: boolean }): JobProcess {
+    const { jobModules, progressThrottleMs, abortGraceMs, maxOldSpaceMb, logger, sandbox } = this.settings;
+    const jobModuleUrls = jobModules.map(toModuleUrl);
+    const nodeArgv = [
+      process.execPath,
+      // A clean slate: the parent's inspector or test-runner flags do not belong in a job.
+      ...(maxOldSpaceMb === undefined ? [] : [`--max-old-space-size=${maxOldSpaceMb}`]),
+      CHILD_ENTRY,
+    ];
+    const home = own?.scratchDir ?? tmpdir();
+    const launch = own
+      ? wrapCommand(sandbox, {
+          argv: nodeArgv,
+          scratchDir: own.scratchDir,
+          readable: [process.execPath, PLANRUN_ROOT, ...moduleReadablePaths(CHILD_ENTRY), ...jobModuleUrls.flatMap(moduleFiles).flatMap(moduleReadablePaths)],
+          env: own.env,
+          network: own.network,
+        })
+      : { file: nodeArgv[0]!, args: nodeArgv.slice(1), env: jobEnvironment(this.settings.jobEnv, home), cwd: home };
     const jobProcess = new JobProcess({
-      config: { jobModuleUrls: jobModules.map(toModuleUrl), progressThrottleMs },
+      config: { jobModuleUrls, progressThrottleMs },
+      launch,
       abortGraceMs,
       maxOldSpaceMb,
       logger,
-      onGone: (gone) => this.replace(gone),
+      onGone: (gone) => this.replace(gone, own === undefined),
     });
     this.processes.add(jobProcess);
-    this.idle.push(jobProcess);
+    if (!own) this.idle.push(jobProcess);
+    return jobProcess;
   }
 
   /** A process that exited may still wait in `idle` until everything it said has been read. */
@@ -139,8 +330,9 @@ export class ProcessPool {
     return undefined;
   }
 
-  private replace(gone: JobProcess): void {
+  private replace(gone: JobProcess, pooled: boolean): void {
     this.processes.delete(gone);
+    if (!pooled) return;
     const idleIndex = this.idle.indexOf(gone);
     if (idleIndex >= 0) this.idle.splice(idleIndex, 1);
     if (this.closing) return;
@@ -166,14 +358,61 @@ export class ProcessPool {
   }
 }
 
-function validateOptions(options: ProcessPoolOptions): ProcessPool['settings'] {
-  const settings = {
+interface JobSettings {
+  env: Record<string, string>;
+  deadline: RunDeadline | undefined;
+  jobType: JobType | undefined;
+}
+
+// How often a job with limits is checked for having hit one (a fork bomb is stopped by the limit at once; this ends its job).
+const LIMIT_WATCH_MS = 100;
+
+function hasLimits(jobType: JobType | undefined): jobType is JobType & { limits: CgroupLimits } {
+  return jobType?.limits !== undefined && Object.values(jobType.limits).some((limit) => limit !== undefined);
+}
+
+function resourceLimit(exceeded: string): SerializedError {
+  // The same job would hit the same limit on every attempt.
+  return new PermanentError('resource_limit', `the job was stopped: ${exceeded}`).toJSON();
+}
+
+/** A job type whose limits this machine cannot enforce must not run here as if they were. */
+function checkLimitsEnforceable(jobTypes: JobType[]): void {
+  for (const jobType of jobTypes) {
+    if (!hasLimits(jobType)) continue;
+    for (const [limit, controller] of [
+      ['processes', 'pids'],
+      ['memoryMb', 'memory'],
+    ] as const) {
+      if (jobType.limits[limit] !== undefined && ownCgroupDir(controller) === undefined) {
+        throw new Error(
+          `job type "${jobType.name}" declares limits.${limit}, and this machine gives the worker no writable cgroup v1 "${controller}" hierarchy to enforce it (see docs/security.md)`,
+        );
+      }
+    }
+  }
+}
+
+/** The file behind a job module's URL: a `data:` module needs none. */
+function moduleFiles(url: string): string[] {
+  return url.startsWith('file:') ? [fileURLToPath(url)] : [];
+}
+
+type Settings = Required<Omit<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger' | 'jobTimeoutMs' | 'scratchRoot'>> &
+  Pick<ProcessPoolOptions, 'maxOldSpaceMb' | 'logger' | 'jobTimeoutMs' | 'scratchRoot'>;
+
+function validateOptions(options: ProcessPoolOptions): Settings {
+  const settings: Settings = {
     jobModules: options.jobModules,
     size: options.size,
     progressThrottleMs: options.progressThrottleMs ?? DEFAULT_PROGRESS_THROTTLE_MS,
     abortGraceMs: options.abortGraceMs ?? DEFAULT_ABORT_GRACE_MS,
     maxOldSpaceMb: options.maxOldSpaceMb,
     logger: options.logger,
+    sandbox: options.sandbox ?? { kind: 'none' },
+    jobEnv: options.jobEnv ?? [],
+    jobTimeoutMs: options.jobTimeoutMs,
+    scratchRoot: options.scratchRoot,
   };
   const problems: string[] = [];
   const { jobModules } = settings;
@@ -186,6 +425,13 @@ function validateOptions(options: ProcessPoolOptions): ProcessPool['settings'] {
   }
   if (settings.maxOldSpaceMb !== undefined && (!isWholeNumber(settings.maxOldSpaceMb) || settings.maxOldSpaceMb < 16)) {
     problems.push(`maxOldSpaceMb must be a whole number >= 16 (node needs that much to start), got ${settings.maxOldSpaceMb}`);
+  }
+  if (settings.jobTimeoutMs !== undefined && (!isWholeNumber(settings.jobTimeoutMs) || settings.jobTimeoutMs < 1)) {
+    problems.push(`jobTimeoutMs must be a whole number >= 1, got ${settings.jobTimeoutMs}`);
+  }
+  for (const name of settings.jobEnv) {
+    const problem = envNameProblem(name);
+    if (problem !== undefined) problems.push(`jobEnv: ${problem}`);
   }
   if (problems.length > 0) throw new RangeError(`invalid ProcessPool options: ${problems.join('; ')}`);
   return settings;

@@ -15,10 +15,13 @@ export interface RunTask {
   type: string;
   input: unknown;
   scratchDir: string;
+  /** The submission's run timeout, when it set one; else the job type's, else the worker's. */
+  timeoutSeconds?: number;
 }
 
 /** Parent to child. A child is reused, so `runId` tells one run's messages from the next's. */
-export type ParentMessage = { kind: 'run'; runId: number; task: RunTask } | { kind: 'abort'; runId: number };
+/** `env` is the job's whole environment: the child replaces its own with it before the job runs. */
+export type ParentMessage = { kind: 'run'; runId: number; task: RunTask; env: Record<string, string> } | { kind: 'abort'; runId: number };
 
 /** Child to parent. */
 export type ChildMessage =
