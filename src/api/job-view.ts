@@ -15,6 +15,7 @@ export function toJobSummary(job: Job): JobSummary {
     state: job.state,
     attempt: job.attempt,
     maxAttempts: job.maxAttempts,
+    timeoutSeconds: job.timeoutSeconds,
     requires: job.requires,
     idempotencyKey: job.idempotencyKey,
     cancelRequested: job.cancelRequested,

@@ -370,6 +370,7 @@ describe('the client commands’ options, in process', () => {
       state: 'queued',
       attempt: 1,
       maxAttempts: 3,
+      timeoutSeconds: null,
       requires: [],
       idempotencyKey: null,
       cancelRequested: false,

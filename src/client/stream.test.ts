@@ -23,6 +23,7 @@ function job(state: JobSummary['state'], progress: number | null = null, attempt
     state,
     attempt,
     maxAttempts: 3,
+    timeoutSeconds: null,
     requires: [],
     idempotencyKey: null,
     cancelRequested: false,

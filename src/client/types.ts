@@ -27,6 +27,8 @@ export interface SubmitOptions {
   /** Capabilities a worker needs to run it. */
   requires?: string[];
   maxAttempts?: number;
+  /** How long one run may take, in whole seconds (default: the job type's, else the worker's). */
+  timeoutSeconds?: number;
 }
 
 export interface JobSubmission extends SubmitOptions {

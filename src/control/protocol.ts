@@ -136,6 +136,8 @@ export type LeaseReply =
       ttlMs: number;
       input: unknown;
       requires: string[];
+      /** How long one run may take, as the submission said; absent: the job type's or the worker's default. */
+      timeoutSeconds?: number;
       /** `presigned`: the orchestrator has an object store; outputs go only where a live fence answer says (see FenceReply). */
       store?: 'presigned';
     }

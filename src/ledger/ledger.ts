@@ -107,6 +107,8 @@ export interface Job {
   state: JobState;
   attempt: number;
   maxAttempts: number;
+  /** How long one run may take (the worker ends it as `timeout` past it); null: the job type's or the worker's default. */
+  timeoutSeconds: number | null;
   notBefore: number;
   leaseToken: string | null;
   leaseHolder: string | null;
@@ -143,6 +145,8 @@ export interface SubmitParams {
   requires?: string[];
   idempotencyKey?: string;
   maxAttempts?: number;
+  /** How long one run may take, in whole seconds; absent: the job type's or the worker's default. */
+  timeoutSeconds?: number;
 }
 
 export interface SubmitResult {

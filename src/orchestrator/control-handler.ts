@@ -105,6 +105,7 @@ export class ControlHandler {
       ttlMs: this.config.leaseTtlMs,
       input: result.job.input,
       requires: result.job.requires,
+      ...(result.job.timeoutSeconds === null ? {} : { timeoutSeconds: result.job.timeoutSeconds }),
       ...(this.uploads ? { store: 'presigned' as const } : {}),
     };
   }

@@ -76,7 +76,7 @@ function parse(delivery: Delivery): SubmitParams | string {
   if (!delivery.messageId) return 'the message id must be set: it is the idempotency key that makes redelivery safe';
   const submission = readQueuedSubmission(delivery.body);
   if (typeof submission === 'string') return submission;
-  const { tenant, type, input, requires, maxAttempts } = submission;
+  const { tenant, type, input, requires, maxAttempts, timeoutSeconds } = submission;
   return {
     tenant,
     type,
@@ -84,5 +84,6 @@ function parse(delivery: Delivery): SubmitParams | string {
     idempotencyKey: delivery.messageId,
     ...(requires === undefined ? {} : { requires }),
     ...(maxAttempts === undefined ? {} : { maxAttempts }),
+    ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
   };
 }

@@ -20,6 +20,7 @@ export interface QueuedSubmission {
   input: unknown;
   requires?: string[];
   maxAttempts?: number;
+  timeoutSeconds?: number;
 }
 
 // Like the HTTP API's body validation (src/api/validation.ts): no coercion, unknown

@@ -36,6 +36,8 @@ export const submissionLimits = {
   /** Levels of objects and lists in the input: `{}` is 1, `{"a":[1]}` is 2. */
   inputDepth: 64,
   maxAttempts: 100,
+  /** A week: a longer run is a job that should report progress and be split, or a missing timeout. */
+  timeoutSeconds: 7 * 24 * 3600,
   requires: 64,
   idempotencyKeyLength: 255,
 } as const;
@@ -75,6 +77,13 @@ export const submissionProperties = {
     minimum: 1,
     maximum: submissionLimits.maxAttempts,
     description: "attempts before the job fails as exhausted (default: the orchestrator's)",
+  },
+  timeoutSeconds: {
+    type: 'integer',
+    minimum: 1,
+    maximum: submissionLimits.timeoutSeconds,
+    description:
+      "how long one run may take: past it the job gets its abort signal, then SIGKILL, and the attempt fails Transient timeout (default: the job type's, else the worker's --job-timeout)",
   },
 } as const;
 

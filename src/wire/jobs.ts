@@ -59,6 +59,8 @@ export interface JobSummary {
   /** The current (or last) attempt, from 1. */
   attempt: number;
   maxAttempts: number;
+  /** How long one run may take, as submitted; null: the job type's or the worker's default. */
+  timeoutSeconds: number | null;
   requires: string[];
   idempotencyKey: string | null;
   /** A cancel was asked for while the job ran; its worker stops it at its next heartbeat. */
@@ -164,6 +166,7 @@ const summaryProperties = {
   state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'] },
   attempt: { type: 'integer', description: 'the current (or last) attempt, from 1' },
   maxAttempts: { type: 'integer' },
+  timeoutSeconds: { type: ['integer', 'null'], description: "how long one run may take, as submitted; null: the job type's or the worker's default" },
   requires: { type: 'array', items: { type: 'string' } },
   idempotencyKey: { type: ['string', 'null'] },
   cancelRequested: { type: 'boolean' },

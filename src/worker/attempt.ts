@@ -76,7 +76,7 @@ export class Attempt {
   }
 
   /** Runs the job and deals with its outcome; resolves once the attempt is over and its scratch removed. Never rejects. */
-  async run(input: unknown): Promise<void> {
+  async run(input: unknown, timeoutSeconds?: number): Promise<void> {
     const { lease, context } = this;
     let scratchDir: string | undefined;
     try {
@@ -84,7 +84,15 @@ export class Attempt {
       const fetched = await this.fetchInputs(input, scratchDir);
       const outcome = fetched.ok
         ? await context.runner.run(
-            { jobId: lease.jobId, attempt: lease.attempt, tenant: lease.tenant, type: this.type.name, input: fetched.input, scratchDir },
+            {
+              jobId: lease.jobId,
+              attempt: lease.attempt,
+              tenant: lease.tenant,
+              type: this.type.name,
+              input: fetched.input,
+              scratchDir,
+              ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
+            },
             { onProgress: (fraction, message) => this.onProgress(fraction, message), signal: lease.abort.signal },
           )
         : fetched.outcome;

@@ -227,7 +227,7 @@ export class Worker {
     this.running.set(work.jobId, attempt);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
     this.heartbeatAfterGrant();
-    void attempt.run(reply.input).finally(() => {
+    void attempt.run(reply.input, reply.timeoutSeconds).finally(() => {
       if (this.running.size === 0) this.idle?.();
       release();
     });

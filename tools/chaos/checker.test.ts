@@ -47,6 +47,7 @@ function job(overrides: Partial<Job> = {}): Job {
     state: 'finished',
     attempt: 2,
     maxAttempts: 3,
+    timeoutSeconds: null,
     notBefore: 1000,
     leaseToken: null,
     leaseHolder: 'wB',

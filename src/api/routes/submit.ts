@@ -28,6 +28,7 @@ interface Submission {
   input: unknown;
   requires?: string[];
   maxAttempts?: number;
+  timeoutSeconds?: number;
 }
 
 interface BatchItem extends Submission {
@@ -57,10 +58,10 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       },
     },
     async (request, reply) => {
-      const { type, input, requires, maxAttempts } = request.body;
+      const { type, input, requires, maxAttempts, timeoutSeconds } = request.body;
       refuseBreakingRules(request.tenant, [[input, 'body/input']]);
       const idempotencyKey = request.headers['idempotency-key'];
-      const result = await orchestrator.submit({ tenant: request.tenant, type, input, requires, maxAttempts, idempotencyKey });
+      const result = await orchestrator.submit({ tenant: request.tenant, type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey });
       return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(submitted(result));
     },
   );
@@ -88,12 +89,13 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
         request.tenant,
         request.body.jobs.map((job, index) => [job.input, `body/jobs/${index}/input`]),
       );
-      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, idempotencyKey }) => ({
+      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey }) => ({
         tenant: request.tenant,
         type,
         input,
         requires,
         maxAttempts,
+        timeoutSeconds,
         idempotencyKey,
       }));
       const results = await orchestrator.submitMany(params);

@@ -7,7 +7,7 @@ import type { SubmittedJob } from '../../client/types.js';
 import { ExitCode } from '../exit-codes.js';
 import { clientFor, clientOptions, talkingToApi, type ClientFlags } from '../client-options.js';
 import { formatFinal, formatSubmitted, ProgressDisplay } from '../job-output.js';
-import { listOption, positiveIntOption, UsageError } from '../options.js';
+import { durationOption, listOption, positiveIntOption, UsageError } from '../options.js';
 import { humanBytes, TransferProgress } from '../transfer-progress.js';
 
 interface SubmitFlags extends ClientFlags {
@@ -15,6 +15,7 @@ interface SubmitFlags extends ClientFlags {
   idempotencyKey?: string;
   requires?: string[];
   maxAttempts?: number;
+  timeout?: number;
   wait?: boolean;
   file?: string;
   fileField: string;
@@ -33,6 +34,7 @@ export function registerSubmitCommand(program: Command): void {
       .option('--idempotency-key <key>', 'the same key always answers with the same job')
       .option('--requires <capabilities>', 'capabilities a worker needs, comma-separated (e.g. gpu,ffmpeg)', listOption)
       .option('--max-attempts <n>', 'attempts before the job fails as exhausted', positiveIntOption)
+      .option('--timeout <duration>', "how long one run may take, e.g. 30m (whole seconds; default: the job type's, else the worker's)", durationOption)
       .option(
         '--file <path>',
         "upload a local file to the orchestrator's object store and pass its s3:// URL in the input field --file-field " +
@@ -47,7 +49,12 @@ async function submit(type: string, flags: SubmitFlags): Promise<void> {
   const client = clientFor(flags);
   const input = flags.file === undefined ? parseInput(flags.input) : await withFile(client, parseInput(flags.input), flags.file, flags);
   const job = await talkingToApi(flags, () =>
-    client.submit(type, input, { idempotencyKey: flags.idempotencyKey, requires: flags.requires, maxAttempts: flags.maxAttempts }),
+    client.submit(type, input, {
+      idempotencyKey: flags.idempotencyKey,
+      requires: flags.requires,
+      maxAttempts: flags.maxAttempts,
+      ...(flags.timeout === undefined ? {} : { timeoutSeconds: timeoutSeconds(flags.timeout) }),
+    }),
   );
   // stdout is the id alone, so `ID=$(planrun submit ...)` works; what a person wants to know goes to stderr.
   console.log(job.id);
@@ -134,4 +141,10 @@ function parseInput(text: string): unknown {
   } catch (error) {
     throw new UsageError(`--input is not valid JSON (${(error as Error).message}): ${JSON.stringify(text)}`);
   }
+}
+
+/** A run timeout is whole seconds on the wire: `--timeout 1500ms` would silently become 1 s or 2 s. */
+function timeoutSeconds(ms: number): number {
+  if (ms < 1000 || ms % 1000 !== 0) throw new UsageError(`--timeout must be a whole number of seconds of at least 1s, not ${ms} ms`);
+  return ms / 1000;
 }

@@ -19,6 +19,7 @@ const running: Job = {
   state: 'running',
   attempt: 1,
   maxAttempts: 3,
+  timeoutSeconds: null,
   notBefore: now - 10,
   leaseToken: 'tok',
   leaseHolder: 'w',

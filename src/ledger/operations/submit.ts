@@ -1,7 +1,8 @@
 /**
  * submit: (none) -> queued@1, plus the outbox row of its work message, in one transaction.
  *
- * Params: tenant, type, input (JSON-serialisable), requires?, idempotencyKey?, maxAttempts?
+ * Params: tenant, type, input (JSON-serialisable), requires?, idempotencyKey?, maxAttempts?,
+ *         timeoutSeconds?
  * Result: { job, created }. A (tenant, idempotencyKey) seen before returns the existing
  *         job with created=false and writes nothing. Two orchestrators submitting the same
  *         key at once (PostgreSQL): the unique index lets one insert, the other finds its
@@ -60,6 +61,7 @@ function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
     state: 'queued',
     attempt: 1,
     maxAttempts: valid.maxAttempts,
+    timeoutSeconds: valid.timeoutSeconds,
     notBefore: now,
     leaseToken: null,
     leaseHolder: null,

@@ -57,11 +57,12 @@ export interface ValidSubmission {
   requires: string;
   idempotencyKey: string | null;
   maxAttempts: number;
+  timeoutSeconds: number | null;
 }
 
 export function validateSubmission(params: SubmitParams, defaultMaxAttempts: number): ValidSubmission {
   if (typeof params !== 'object' || params === null) throw invalid('submission must be an object');
-  const { tenant, type, requires = [], idempotencyKey, maxAttempts = defaultMaxAttempts } = params;
+  const { tenant, type, requires = [], idempotencyKey, maxAttempts = defaultMaxAttempts, timeoutSeconds } = params;
   if (typeof tenant !== 'string' || tenant.length === 0) throw invalid('tenant must be a non-empty string');
   refuseNul('tenant', tenant);
   if (typeof type !== 'string' || type.length === 0) throw invalid('type must be a non-empty string');
@@ -74,6 +75,9 @@ export function validateSubmission(params: SubmitParams, defaultMaxAttempts: num
   }
   refuseNul('idempotencyKey', idempotencyKey);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw invalid('maxAttempts must be an integer of at least 1');
+  if (timeoutSeconds !== undefined && (!Number.isSafeInteger(timeoutSeconds) || timeoutSeconds < 1)) {
+    throw invalid('timeoutSeconds must be a whole number of seconds of at least 1 when given');
+  }
   let input: string | undefined;
   try {
     input = JSON.stringify(params.input ?? null);
@@ -88,6 +92,7 @@ export function validateSubmission(params: SubmitParams, defaultMaxAttempts: num
     requires: JSON.stringify([...new Set(requires)].sort()),
     idempotencyKey: idempotencyKey ?? null,
     maxAttempts,
+    timeoutSeconds: timeoutSeconds ?? null,
   };
 }
 

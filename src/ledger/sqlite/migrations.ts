@@ -167,4 +167,13 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX upload_grants_open ON upload_grants (valid_until) WHERE closed_at IS NULL;
     `,
   },
+  {
+    version: 6,
+    name: 'run timeout per job',
+    sql: `
+      -- timeoutSeconds of a submission (issue 13): how long one run may take; NULL leaves it
+      -- to the job type's or the worker's default.
+      ALTER TABLE jobs ADD COLUMN timeout_seconds INTEGER;
+    `,
+  },
 ];

@@ -14,6 +14,7 @@ export interface JobRow {
   state: JobState;
   attempt: number;
   max_attempts: number;
+  timeout_seconds: number | null;
   not_before: number;
   redispatch_at: number | null;
   lease_token: string | null;
@@ -56,6 +57,7 @@ export function toJob(row: JobRow): Job {
     state: row.state,
     attempt: row.attempt,
     maxAttempts: row.max_attempts,
+    timeoutSeconds: row.timeout_seconds,
     notBefore: row.not_before,
     leaseToken: row.lease_token,
     leaseHolder: row.lease_holder,

@@ -71,6 +71,14 @@ export function submitConformance(run: Run): void {
         { ...testConfig, defaultMaxAttempts: 5 },
       ));
 
+    it('submit keeps timeoutSeconds with the job (null when not given), and every read answers it', () =>
+      run(async ({ ledger }) => {
+        const timed = await submitJob(ledger, { timeoutSeconds: 90 });
+        assert.equal(timed.timeoutSeconds, 90);
+        assert.equal((await ledger.getJob(timed.id))?.timeoutSeconds, 90);
+        assert.equal((await submitJob(ledger)).timeoutSeconds, null);
+      }));
+
     it('submit writes exactly one work outbox row {jobId, attempt 1, tenant, type}, due now', () =>
       run(async ({ ledger, clock }) => {
         clock.advance(500);
@@ -145,6 +153,9 @@ export function submitConformance(run: Run): void {
           ['maxAttempts -1', submitParams({ maxAttempts: -1 })],
           ['maxAttempts 1.5', submitParams({ maxAttempts: 1.5 })],
           ['maxAttempts NaN', submitParams({ maxAttempts: Number.NaN })],
+          ['timeoutSeconds 0', submitParams({ timeoutSeconds: 0 })],
+          ['timeoutSeconds 2.5', submitParams({ timeoutSeconds: 2.5 })],
+          ['timeoutSeconds as a string', submitParams({ timeoutSeconds: '60' as unknown as number })],
           ['an input holding a BigInt', submitParams({ input: { frames: 10n } })],
           ['a circular input', submitParams({ input: circular })],
           ['requires as a string', submitParams({ requires: 'gpu' as unknown as string[] })],
