@@ -6,6 +6,7 @@ import {
   controlRequest,
   type ControlAnswer,
   type ControlFailure,
+  type CompleteUploadReply,
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
@@ -16,7 +17,7 @@ import {
 } from '../control/protocol.js';
 import type { Job } from '../ledger/ledger.js';
 import type { Fleet } from './fleet.js';
-import type { S3OutputStore } from './object-store.js';
+import { ObjectStoreError, type S3OutputStore } from './object-store.js';
 import { outputNameProblem } from './store-names.js';
 
 /** How long an upload URL stays valid past the lease deadline it was given under, by default. */
@@ -61,6 +62,7 @@ export class ControlHandler {
       if (error instanceof LedgerError && error.code === 'invalid_input') {
         return { op: 'error', code: ControlErrorCode.invalidRequest, message: error.message };
       }
+      if (error instanceof ObjectStoreError) return { op: 'error', code: ControlErrorCode.storeUnavailable, message: error.message };
       const message = error instanceof Error ? error.message : String(error);
       return { op: 'error', code: ControlErrorCode.ledgerUnavailable, message };
     }
@@ -74,6 +76,8 @@ export class ControlHandler {
         return this.heartbeat(request);
       case 'fence':
         return this.fence(request);
+      case 'complete_upload':
+        return this.completeUpload(request);
       case 'progress':
         return this.progress(request);
       case 'settle':
@@ -150,6 +154,33 @@ export class ControlHandler {
     const { store, graceMs = defaultUploadGraceMs, now = Date.now } = this.uploads;
     const uploads = await store.presignUploads(request, request.outputs, result.deadline + graceMs - now());
     return { ...live, uploads };
+  }
+
+  /**
+   * The end of a multipart upload the fence allowed: completed only while the lease is still
+   * the asker's (the same check as the fence), so a worker that lost its lease during the
+   * upload never makes the object visible. Refused, the upload is aborted: its parts are dropped.
+   */
+  private async completeUpload(request: Extract<ControlRequest, { op: 'complete_upload' }>): Promise<CompleteUploadReply | ControlFailure> {
+    const { jobId, attempt, name, uploadId } = request;
+    if (!this.uploads)
+      return { op: 'error', code: ControlErrorCode.invalidRequest, message: 'this orchestrator has no object store: there is no upload to complete' };
+    const problem = outputNameProblem(name);
+    if (problem) return { op: 'error', code: ControlErrorCode.invalidRequest, message: `output ${JSON.stringify(name)} ${problem}` };
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'complete_upload', jobId, attempt, live: false, reason: 'unknown_job' };
+    const { store } = this.uploads;
+    const result = await this.ledger.checkLease(request);
+    if (!result.live) {
+      await store.abortUpload(request, name, uploadId);
+      return { op: 'complete_upload', jobId, attempt, live: false, reason: result.reason };
+    }
+    try {
+      await store.completeUpload(request, name, uploadId, request.parts);
+    } catch (error) {
+      if (!(error instanceof ObjectStoreError)) throw error;
+      return { op: 'complete_upload', jobId, attempt, live: true, storeError: error.message };
+    }
+    return { op: 'complete_upload', jobId, attempt, live: true };
   }
 
   private async progress(request: Extract<ControlRequest, { op: 'progress' }>): Promise<ProgressReply> {

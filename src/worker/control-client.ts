@@ -7,6 +7,7 @@ import {
   maxControlBatch,
   type ControlAnswer,
   type ControlBatchReply,
+  type CompleteUploadReply,
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
@@ -99,6 +100,10 @@ export class ControlClient {
 
   fence(request: Omit<Extract<ControlRequest, { op: 'fence' }>, 'op'>): Promise<FenceReply> {
     return this.call({ op: 'fence', ...request }, request.tenant);
+  }
+
+  completeUpload(request: Omit<Extract<ControlRequest, { op: 'complete_upload' }>, 'op'>): Promise<CompleteUploadReply> {
+    return this.call({ op: 'complete_upload', ...request }, request.tenant);
   }
 
   progress(request: Omit<Extract<ControlRequest, { op: 'progress' }>, 'op'>): Promise<ProgressReply> {

@@ -1,7 +1,9 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, constants, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import type { PresignedUpload } from '../control/protocol.js';
+import { putMultipart, putWhole, StorageError, type CompleteUpload } from './presigned-upload.js';
+
+export { StorageError, UploadFencedOutError } from './presigned-upload.js';
 
 export interface AttemptKey {
   tenant: string;
@@ -46,30 +48,14 @@ export class DirectoryOutputStore implements OutputStore {
   }
 }
 
-/** One upload a live fence answer allowed: a presigned PUT URL and the location the result names. */
-export interface PresignedUpload {
-  name: string;
-  url: string;
-  location: string;
-}
-
-/** The worker could not store an output in the object store: a Transient failure, retried as a new attempt. */
-export class StorageError extends Error {
-  override readonly name = 'StorageError';
-  constructor(
-    readonly code: 'storage_unreachable' | 'storage_refused',
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 /**
  * The object store as a worker sees it: no credential and no configuration, only the
- * presigned PUT URLs a live fence answer carried, one per output. Each file is streamed
- * from disk (never read whole into memory), with its length signed into the URL and its
- * sha256 computed on the way. An object becomes visible only once its PUT completes; a
- * result names it only after the settle that follows.
+ * uploads a live fence answer carried, one per output: a presigned PUT URL, or for a large
+ * file a multipart upload with a URL per part, which the orchestrator completes only while
+ * the lease is still live. Each file is streamed from disk (never read whole into memory),
+ * with its length signed into the URLs and its sha256 computed on the way. An object
+ * becomes visible only once its PUT (or the complete) succeeds; a result names it only
+ * after the settle that follows.
  */
 export class PresignedOutputStore implements OutputStore {
   /** sha256 (hex) and size of each stored output, by name, once stored. */
@@ -79,50 +65,47 @@ export class PresignedOutputStore implements OutputStore {
   constructor(
     uploads: readonly PresignedUpload[],
     private readonly signal?: AbortSignal,
+    private readonly hooks: {
+      /** Completes a multipart upload (the control plane's `complete_upload`); required when the fence answer holds one. */
+      complete?: CompleteUpload;
+      /** Told how far the upload of all the files is, in bytes, as it goes. */
+      onProgress?: (sentBytes: number, totalBytes: number) => void;
+    } = {},
   ) {
     this.uploads = new Map(uploads.map((upload) => [upload.name, upload]));
   }
 
   async put(_key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, string>> {
+    const planned = await Promise.all(
+      files.map(async (file) => {
+        const upload = this.uploads.get(file);
+        if (!upload) throw new StorageError('storage_refused', `the fence answer carried no upload URL for output ${JSON.stringify(file)}`);
+        const path = join(scratchDir, file);
+        return { file, upload, path, bytes: (await stat(path)).size };
+      }),
+    );
+    const totalBytes = planned.reduce((sum, { bytes }) => sum + bytes, 0);
+    let sentBytes = 0;
+    const hooks = {
+      signal: this.signal,
+      onBytes: (bytes: number) => {
+        sentBytes += bytes;
+        this.hooks.onProgress?.(sentBytes, totalBytes);
+      },
+    };
     const stored: Record<string, string> = {};
-    for (const file of files) {
-      const upload = this.uploads.get(file);
-      if (!upload) throw new StorageError('storage_refused', `the fence answer carried no upload URL for output ${JSON.stringify(file)}`);
-      this.digests.set(file, await putFile(upload.url, join(scratchDir, file), this.signal));
+    for (const { file, upload, path, bytes } of planned) {
+      let sha256: string;
+      if ('url' in upload) {
+        sha256 = await putWhole(upload.url, path, bytes, hooks);
+      } else {
+        if (!this.hooks.complete)
+          throw new StorageError('storage_refused', `output ${JSON.stringify(file)} is a multipart upload, and nothing here can complete it`);
+        sha256 = await putMultipart(file, upload.multipart, path, this.hooks.complete, hooks);
+      }
+      this.digests.set(file, { bytes, sha256 });
       stored[file] = upload.location;
     }
     return stored;
   }
-}
-
-async function putFile(url: string, path: string, signal?: AbortSignal): Promise<{ bytes: number; sha256: string }> {
-  const { size } = await stat(path);
-  const hash = createHash('sha256');
-  async function* body(): AsyncGenerator<Uint8Array> {
-    for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) {
-      hash.update(chunk as Buffer);
-      yield chunk as Buffer;
-    }
-  }
-  let response: Response;
-  try {
-    response = await fetch(url, {
-      method: 'PUT',
-      body: body(),
-      headers: { 'content-length': String(size) },
-      duplex: 'half',
-      ...(signal ? { signal } : {}),
-    });
-  } catch (error) {
-    if (signal?.aborted) throw error;
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new StorageError('storage_unreachable', `cannot reach the object store at ${new URL(url).host}: ${cause?.code ?? cause?.message ?? String(error)}`);
-  }
-  if (!response.ok) {
-    const text = await response.text().catch(() => '');
-    const code = /<Code>([^<]+)<\/Code>/.exec(text)?.[1];
-    throw new StorageError('storage_refused', `the object store refused the upload: HTTP ${response.status}${code ? ` ${code}` : ''}`);
-  }
-  await response.body?.cancel().catch(() => undefined);
-  return { bytes: size, sha256: hash.digest('hex') };
 }
