@@ -1,13 +1,16 @@
 /**
  * An S3-protocol server for tests: the npm package s3rver, serving the real S3 HTTP API
  * from a temp folder, in this process, on a free port of 127.0.0.1. Nothing global: each
- * test starts its own and stops it.
+ * test starts its own and stops it. What s3rver lacks of the multipart API (listing and
+ * aborting uploads) is added in front of it (s3rver-multipart.ts).
  */
 import { createRequire } from 'node:module';
-import { S3OutputStore } from '../../src/orchestrator/object-store.js';
+import { S3OutputStore, type S3StoreConfig } from '../../src/orchestrator/object-store.js';
+import { addMultipartBookkeeping } from './s3rver-multipart.js';
 import { tempDir } from './temp-dir.js';
 
 interface S3rverInstance {
+  middleware: Parameters<typeof addMultipartBookkeeping>[0]['middleware'];
   run(): Promise<{ address: string; port: number }>;
   close(): Promise<void>;
 }
@@ -30,7 +33,7 @@ export interface TestS3Server {
   /** The folder s3rver keeps its objects in. */
   directory: string;
   /** An orchestrator-side store on this server, with the test credentials. */
-  store(prefix?: string): S3OutputStore;
+  store(prefix?: string, options?: Pick<S3StoreConfig, 'partSize'>): S3OutputStore;
   /** The AWS environment an orchestrator process needs for this server. */
   env: Record<string, string>;
   stop(): Promise<void>;
@@ -39,6 +42,7 @@ export interface TestS3Server {
 export async function startS3Server(bucket = 'planrun-test'): Promise<TestS3Server> {
   const dir = tempDir('planrun-s3-');
   const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir.path, configureBuckets: [{ name: bucket }] });
+  addMultipartBookkeeping(server, dir.path, testS3Credentials.accessKeyId);
   const { port } = await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   const stores: S3OutputStore[] = [];
@@ -46,8 +50,8 @@ export async function startS3Server(bucket = 'planrun-test'): Promise<TestS3Serv
     endpoint,
     bucket,
     directory: dir.path,
-    store: (prefix = 'outputs') => {
-      const store = new S3OutputStore({ bucket, prefix, endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials });
+    store: (prefix = 'outputs', options = {}) => {
+      const store = new S3OutputStore({ bucket, prefix, endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials, ...options });
       stores.push(store);
       return store;
     },
