@@ -29,6 +29,9 @@ export class ControlError extends Error {
   }
 }
 
+/** How long a worker waits for the answer to `complete_upload`, at least: the store assembles the object first. */
+export const completeUploadTimeoutMs = 120_000;
+
 type Reply<Op extends ControlRequest['op']> = Extract<ControlAnswer, { op: Op }>;
 
 /** What a worker process proves itself with on the control plane (see protocol.ts). */
@@ -102,8 +105,13 @@ export class ControlClient {
     return this.call({ op: 'fence', ...request }, request.tenant);
   }
 
+  /**
+   * Sent on its own, not batched, and waited for longer than other requests
+   * (`completeUploadTimeoutMs`): the store assembles the object before the orchestrator
+   * answers, which for a large file takes a while, and no heartbeat should wait behind it.
+   */
   completeUpload(request: Omit<Extract<ControlRequest, { op: 'complete_upload' }>, 'op'>): Promise<CompleteUploadReply> {
-    return this.call({ op: 'complete_upload', ...request }, request.tenant);
+    return this.call({ op: 'complete_upload', ...request }, request.tenant, undefined, Math.max(this.timeoutMs, completeUploadTimeoutMs));
   }
 
   progress(request: Omit<Extract<ControlRequest, { op: 'progress' }>, 'op'>): Promise<ProgressReply> {
@@ -118,9 +126,20 @@ export class ControlClient {
     return this.call({ op: 'release', ...request }, request.tenant);
   }
 
-  private async call<R extends ControlRequest>(request: R, tenant?: string, late?: (answer: ControlAnswer) => void): Promise<Reply<R['op']>> {
+  /** A request waits for the next batch, or, with a timeout of its own, leaves alone at once. */
+  private async call<R extends ControlRequest>(
+    request: R,
+    tenant?: string,
+    late?: (answer: ControlAnswer) => void,
+    aloneTimeoutMs?: number,
+  ): Promise<Reply<R['op']>> {
     const answer = await new Promise<ControlAnswer>((resolve, reject) => {
-      this.waiting.push({ request, tenant, resolve, reject, late, gaveUp: false, timer: undefined });
+      const pending = { request, tenant, resolve, reject, late, gaveUp: false, timer: undefined };
+      if (aloneTimeoutMs !== undefined) {
+        void this.sendBatch([pending], aloneTimeoutMs);
+        return;
+      }
+      this.waiting.push(pending);
       this.scheduled ??= setImmediate(() => this.send());
     });
     if (answer.op === 'error') throw new ControlError(answer.code, answer.message);
@@ -149,7 +168,7 @@ export class ControlClient {
     };
   }
 
-  private async sendBatch(batch: Pending[]): Promise<void> {
+  private async sendBatch(batch: Pending[], timeoutMs = this.timeoutMs): Promise<void> {
     // The tenant header names the tenant when the message concerns one (every request also carries it in its body).
     const tenants = new Set(batch.map((pending) => pending.tenant));
     const tenant = tenants.size === 1 ? batch[0]!.tenant : undefined;
@@ -160,8 +179,8 @@ export class ControlClient {
       for (const pending of batch) {
         pending.timer = setTimeout(() => {
           pending.gaveUp = true;
-          pending.reject(new BrokerError('timeout', `no answer to the ${pending.request.op} request within ${this.timeoutMs} ms`));
-        }, this.timeoutMs);
+          pending.reject(new BrokerError('timeout', `no answer to the ${pending.request.op} request within ${timeoutMs} ms`));
+        }, timeoutMs);
       }
     }
     try {
@@ -169,8 +188,8 @@ export class ControlClient {
         this.topology.controlQueue,
         encode(single ? batch[0]!.request : { op: 'batch', requests: batch.map((pending) => pending.request) }),
         {
-          timeoutMs: this.timeoutMs,
-          ...(listensLate ? { waitMs: this.timeoutMs + this.lateWindowMs } : {}),
+          timeoutMs,
+          ...(listensLate ? { waitMs: timeoutMs + this.lateWindowMs } : {}),
           headers: this.headers(tenant),
         },
       );
