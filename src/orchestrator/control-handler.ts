@@ -171,7 +171,9 @@ export class ControlHandler {
     const { store } = this.uploads;
     const result = await this.ledger.checkLease(request);
     if (!result.live) {
-      await store.abortUpload(request, name, uploadId);
+      // The refusal stands whether or not the store could be told: an upload left behind
+      // is never visible, and the sweeper aborts leftover uploads.
+      await store.abortUpload(request, name, uploadId).catch(() => undefined);
       return { op: 'complete_upload', jobId, attempt, live: false, reason: result.reason };
     }
     try {
