@@ -1,5 +1,5 @@
 /**
- * The control plane: lease, heartbeat, fence, progress, complete_upload, settle and release, as request/reply over
+ * The control plane: lease, heartbeat, fence, renew_upload, complete_upload, progress, settle and release, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
  * The requests a worker makes at the same moment travel as one `batch` message, answered
  * by one message with an answer for each, in order: one broker round trip instead of N.
@@ -96,6 +96,18 @@ export const controlRequest = z.discriminatedUnion('op', [
       .min(1)
       .max(maxUploadParts),
   }),
+  // Fresh URLs for the parts of a multipart upload still to go, before the ones the fence gave
+  // expire: signed only while the lease is live, so a long upload lasts as long as its lease.
+  leaseRef.extend({
+    op: z.literal('renew_upload'),
+    tenant: z.string().min(1),
+    name: z.string().max(1024),
+    uploadId: z.string().min(1).max(1024),
+    parts: z
+      .array(z.object({ partNumber: z.number().int().min(1).max(maxUploadParts), start: z.number().int().min(0), end: z.number().int().min(0) }))
+      .min(1)
+      .max(maxUploadParts),
+  }),
   leaseRef.extend({
     op: z.literal('progress'),
     tenant: z.string().min(1),
@@ -155,10 +167,13 @@ export interface PresignedPart {
  * Where one output goes, as a live fence answer says: a presigned PUT URL for the whole
  * file, or, for a file larger than the store's part size, a multipart upload the
  * orchestrator created, with a presigned URL per part. Either way `location` is what the
- * result names (`s3://bucket/key`).
+ * result names (`s3://bucket/key`). `validForMs` says how long the part URLs work from when
+ * the answer left (the lease's deadline plus the grace): a worker whose upload runs longer
+ * asks `renew_upload` for the parts still to go.
  */
 export type PresignedUpload =
-  { name: string; location: string; url: string } | { name: string; location: string; multipart: { uploadId: string; parts: PresignedPart[] } };
+  | { name: string; location: string; url: string }
+  | { name: string; location: string; multipart: { uploadId: string; parts: PresignedPart[]; validForMs: number } };
 
 /**
  * A live fence is the permission to store outputs. With an object store it carries one
@@ -187,6 +202,11 @@ export type CompleteUploadReply =
   | { op: 'complete_upload'; jobId: string; attempt: number; live: true; storeError?: string }
   | { op: 'complete_upload'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
 
+/** The answer to `renew_upload`: fresh URLs for the parts asked, while the lease is live; else, as for complete_upload, the upload was aborted. */
+export type RenewUploadReply =
+  | { op: 'renew_upload'; jobId: string; attempt: number; live: true; parts: PresignedPart[]; validForMs: number }
+  | { op: 'renew_upload'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
+
 export type ProgressReply =
   { op: 'progress'; jobId: string; attempt: number; accepted: true } | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
@@ -198,7 +218,7 @@ export type ReleaseReply =
   | { op: 'release'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<ReleaseResult, { accepted: true }>['transition'] }
   | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
-export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | CompleteUploadReply | ProgressReply | SettleReply | ReleaseReply;
+export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | CompleteUploadReply | RenewUploadReply | ProgressReply | SettleReply | ReleaseReply;
 
 /** A request the orchestrator could not process at all (as opposed to a refusal). */
 export interface ControlFailure {

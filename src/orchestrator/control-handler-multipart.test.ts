@@ -13,11 +13,12 @@ import { after, before, describe, it } from 'node:test';
 import { GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { startS3Server, testS3Credentials, type TestS3Server } from '../../test/testing/s3-server.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
-import type { CompleteUploadReply, PresignedUpload } from '../control/protocol.js';
+import type { CompleteUploadReply, PresignedUpload, RenewUploadReply } from '../control/protocol.js';
 import { ManualClock } from '../core/clock.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { openSqliteLedger } from '../ledger/sqlite/sqlite-ledger.js';
 import { PresignedOutputStore, UploadFencedOutError } from '../worker/output-store.js';
+import type { MultipartControl } from '../worker/presigned-upload.js';
 import { ControlHandler } from './control-handler.js';
 import { Fleet } from './fleet.js';
 import type { S3OutputStore } from './object-store.js';
@@ -75,11 +76,22 @@ describe('multipart uploads through the fence', () => {
     return reply.uploads;
   }
 
+  /** The worker's side of complete_upload and renew_upload, straight to the handler; `before` runs ahead of each request. */
+  function control(lease: Lease, before: (op: string) => void = () => undefined): MultipartControl {
+    return {
+      complete: async (name, uploadId, parts) => {
+        before('complete_upload');
+        return (await handler.handle({ op: 'complete_upload', ...lease, name, uploadId, parts })) as CompleteUploadReply;
+      },
+      renew: async (name, uploadId, parts) => {
+        before('renew_upload');
+        return (await handler.handle({ op: 'renew_upload', ...lease, name, uploadId, parts })) as RenewUploadReply;
+      },
+    };
+  }
+
   function workerStore(lease: Lease, uploads: PresignedUpload[], progress: Array<[number, number]> = []): PresignedOutputStore {
-    return new PresignedOutputStore(uploads, undefined, {
-      complete: async (name, uploadId, parts) => (await handler.handle({ op: 'complete_upload', ...lease, name, uploadId, parts })) as CompleteUploadReply,
-      onProgress: (sent, total) => progress.push([sent, total]),
-    });
+    return new PresignedOutputStore(uploads, undefined, { multipart: control(lease), onProgress: (sent, total) => progress.push([sent, total]) });
   }
 
   /** The multipart uploads of a job's attempt 1 still in progress (neither completed nor aborted). */
@@ -157,12 +169,7 @@ describe('multipart uploads through the fence', () => {
     const uploads = await fence(lease, [{ name: 'late.bin', bytes }]);
     const complete = workerStore(lease, uploads);
     // The parts go up while the lease is live; the lease runs out before the complete.
-    const store = new PresignedOutputStore(uploads, undefined, {
-      complete: async (name, uploadId, parts) => {
-        clock.advance(ttlMs + 1);
-        return (await handler.handle({ op: 'complete_upload', ...lease, name, uploadId, parts })) as CompleteUploadReply;
-      },
-    });
+    const store = new PresignedOutputStore(uploads, undefined, { multipart: control(lease, () => clock.advance(ttlMs + 1)) });
     await assert.rejects(store.put(lease, scratch, ['late.bin']), (error: unknown) => error instanceof UploadFencedOutError && error.reason === 'expired');
     assert.equal(await exists(`mp/acme/${lease.jobId}/1/late.bin`), false);
     assert.deepEqual(await pendingUploads(lease), [], 'the orchestrator aborted the upload');
@@ -195,6 +202,63 @@ describe('multipart uploads through the fence', () => {
     await assert.rejects(workerStore(lease, [upload]).put(lease, scratch, ['f.bin']), /NoSuchUpload/);
     const badName = await handler.handle({ op: 'complete_upload', ...lease, name: '../x/1/f.bin', uploadId: upload.multipart.uploadId, parts });
     assert.equal(badName.op, 'error');
+  });
+
+  it('an upload that outlasts half its URLs’ life gets fresh URLs for the parts still to go, while the lease is live', async () => {
+    const lease = await leased();
+    const bytes = 3 * partSize;
+    const { scratch, content } = scratchWith('long.bin', bytes);
+    const [upload] = await fence(lease, [{ name: 'long.bin', bytes }]);
+    assert.ok(upload && 'multipart' in upload);
+    assert.equal(upload.multipart.validForMs, ttlMs + graceMs);
+    // The worker's clock moves on by most of the URLs' life with each part.
+    let workerNow = 0;
+    const asked: string[] = [];
+    const renewed: RenewUploadReply[] = [];
+    const renewing = control(lease, (op) => asked.push(op));
+    const store = new PresignedOutputStore([upload], undefined, {
+      multipart: {
+        complete: renewing.complete,
+        renew: async (...args) => {
+          const reply = await renewing.renew(...args);
+          renewed.push(reply);
+          return reply;
+        },
+      },
+      onProgress: (sent) => (workerNow = Math.floor(sent / partSize) * 0.6 * (ttlMs + graceMs)),
+      now: () => workerNow,
+    });
+    await store.put(lease, scratch, ['long.bin']);
+    assert.deepEqual(asked, ['renew_upload', 'renew_upload', 'complete_upload'], 'parts 2 and 3 each started on fresh URLs');
+    const [first, second] = renewed;
+    assert.ok(first?.live && second?.live);
+    assert.deepEqual(
+      first.parts.map((part) => [part.partNumber, part.start, part.end]),
+      [
+        [2, partSize, 2 * partSize - 1],
+        [3, 2 * partSize, 3 * partSize - 1],
+      ],
+    );
+    assert.notEqual(first.parts[0]!.url, upload.multipart.parts[1]!.url);
+    assert.equal(second.parts.length, 1);
+    const object = await reader.send(new GetObjectCommand({ Bucket: s3.bucket, Key: `mp/acme/${lease.jobId}/1/long.bin` }));
+    assert.ok(Buffer.from(await object.Body!.transformToByteArray()).equals(content));
+  });
+
+  it('a renew after the lease expired gives no URL and aborts the upload; the worker gives up as after a refused fence', async () => {
+    const lease = await leased();
+    const bytes = 2 * partSize;
+    const { scratch } = scratchWith('renew.bin', bytes);
+    const uploads = await fence(lease, [{ name: 'renew.bin', bytes }]);
+    let workerNow = 0;
+    const store = new PresignedOutputStore(uploads, undefined, {
+      multipart: control(lease, (op) => op === 'renew_upload' && clock.advance(ttlMs + 1)),
+      onProgress: () => (workerNow = ttlMs),
+      now: () => workerNow,
+    });
+    await assert.rejects(store.put(lease, scratch, ['renew.bin']), (error: unknown) => error instanceof UploadFencedOutError && error.reason === 'expired');
+    assert.deepEqual(await pendingUploads(lease), [], 'the orchestrator aborted the upload');
+    assert.equal(await exists(`mp/acme/${lease.jobId}/1/renew.bin`), false);
   });
 
   it('a URL used after its lease’s deadline plus the grace is refused by the store (HTTP 403), a part URL as well as a PUT', async () => {

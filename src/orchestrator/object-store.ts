@@ -8,7 +8,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import type { PresignedUpload } from '../control/protocol.js';
+import type { PresignedPart, PresignedUpload } from '../control/protocol.js';
 import { checkedPartSize, defaultPartSize, planParts } from './upload-parts.js';
 
 /**
@@ -107,19 +107,22 @@ export class S3OutputStore {
           return { name, location, url };
         }
         const uploadId = await this.createMultipartUpload(key);
-        const parts = await Promise.all(
-          planParts(bytes, this.partSize).map(async ({ partNumber, start, end }) => {
-            const command = new UploadPartCommand({
-              Bucket: this.bucket,
-              Key: key,
-              UploadId: uploadId,
-              PartNumber: partNumber,
-              ContentLength: end - start + 1,
-            });
-            return { partNumber, url: await getSignedUrl(this.client, command, { expiresIn }), start, end };
-          }),
-        );
-        return { name, location, multipart: { uploadId, parts } };
+        const parts = await this.presignParts(key, uploadId, planParts(bytes, this.partSize), expiresIn);
+        return { name, location, multipart: { uploadId, parts, validForMs: expiresInMs } };
+      }),
+    );
+  }
+
+  /** Fresh presigned UploadPart URLs for parts of an upload already started, valid for `expiresInMs` (at least one second). */
+  renewParts(ref: AttemptRef, name: string, uploadId: string, parts: ReadonlyArray<Omit<PresignedPart, 'url'>>, expiresInMs: number): Promise<PresignedPart[]> {
+    return this.presignParts(this.keyOf(ref, name), uploadId, parts, Math.max(1, Math.ceil(expiresInMs / 1000)));
+  }
+
+  private presignParts(key: string, uploadId: string, parts: ReadonlyArray<Omit<PresignedPart, 'url'>>, expiresIn: number): Promise<PresignedPart[]> {
+    return Promise.all(
+      parts.map(async ({ partNumber, start, end }) => {
+        const command = new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber, ContentLength: end - start + 1 });
+        return { partNumber, url: await getSignedUrl(this.client, command, { expiresIn }), start, end };
       }),
     );
   }

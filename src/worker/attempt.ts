@@ -233,8 +233,8 @@ export class Attempt {
   }
 
   /**
-   * The store a live fence answer's uploads make: a multipart upload is completed through
-   * the control plane (only while this lease is live), and the upload's progress goes out
+   * The store a live fence answer's uploads make: a multipart upload's part URLs are renewed
+   * and the upload completed through the control plane (only while this lease is live), and the upload's progress goes out
    * as the job's progress, throttled like the job's own reports, the fraction unchanged.
    */
   private presignedStore(uploads: PresignedUpload[]): OutputStore {
@@ -246,10 +246,14 @@ export class Attempt {
         ({ message }) => this.sendProgress(fraction, message),
         () => context.clock.now(),
       );
+      const ref = { jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant };
       const store = new PresignedOutputStore(uploads, lease.abort.signal, {
-        complete: (name, uploadId, parts) =>
-          context.control.completeUpload({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, name, uploadId, parts }),
+        multipart: {
+          complete: (name, uploadId, parts) => context.control.completeUpload({ ...ref, name, uploadId, parts }),
+          renew: (name, uploadId, parts) => context.control.renewUpload({ ...ref, name, uploadId, parts }),
+        },
         onProgress: (sent, total) => throttle.report({ fraction, message: uploadProgressMessage(sent, total) }),
+        now: () => context.clock.now(),
       });
       try {
         return await store.put(key, scratchDir, files);

@@ -14,6 +14,7 @@ import {
   type LeaseReply,
   type ProgressReply,
   type ReleaseReply,
+  type RenewUploadReply,
   type SettleReply,
 } from '../control/protocol.js';
 import { tenantHeader, type Topology } from '../topology.js';
@@ -103,6 +104,10 @@ export class ControlClient {
 
   fence(request: Omit<Extract<ControlRequest, { op: 'fence' }>, 'op'>): Promise<FenceReply> {
     return this.call({ op: 'fence', ...request }, request.tenant);
+  }
+
+  renewUpload(request: Omit<Extract<ControlRequest, { op: 'renew_upload' }>, 'op'>): Promise<RenewUploadReply> {
+    return this.call({ op: 'renew_upload', ...request }, request.tenant);
   }
 
   /**

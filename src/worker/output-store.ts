@@ -1,7 +1,7 @@
 import { copyFile, mkdir, constants, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { PresignedUpload } from '../control/protocol.js';
-import { putMultipart, putWhole, StorageError, type CompleteUpload } from './presigned-upload.js';
+import { putMultipart, putWhole, StorageError, type MultipartControl } from './presigned-upload.js';
 
 export { StorageError, UploadFencedOutError } from './presigned-upload.js';
 
@@ -66,10 +66,12 @@ export class PresignedOutputStore implements OutputStore {
     uploads: readonly PresignedUpload[],
     private readonly signal?: AbortSignal,
     private readonly hooks: {
-      /** Completes a multipart upload (the control plane's `complete_upload`); required when the fence answer holds one. */
-      complete?: CompleteUpload;
+      /** Renews and completes a multipart upload (`renew_upload`, `complete_upload`); required when the fence answer holds one. */
+      multipart?: MultipartControl;
       /** Told how far the upload of all the files is, in bytes, as it goes. */
       onProgress?: (sentBytes: number, totalBytes: number) => void;
+      /** This worker's clock, for when part URLs run out (default Date.now). */
+      now?: () => number;
     } = {},
   ) {
     this.uploads = new Map(uploads.map((upload) => [upload.name, upload]));
@@ -88,6 +90,7 @@ export class PresignedOutputStore implements OutputStore {
     let sentBytes = 0;
     const hooks = {
       signal: this.signal,
+      now: this.hooks.now,
       onBytes: (bytes: number) => {
         sentBytes += bytes;
         this.hooks.onProgress?.(sentBytes, totalBytes);
@@ -99,9 +102,9 @@ export class PresignedOutputStore implements OutputStore {
       if ('url' in upload) {
         sha256 = await putWhole(upload.url, path, bytes, hooks);
       } else {
-        if (!this.hooks.complete)
+        if (!this.hooks.multipart)
           throw new StorageError('storage_refused', `output ${JSON.stringify(file)} is a multipart upload, and nothing here can complete it`);
-        sha256 = await putMultipart(file, upload.multipart, path, this.hooks.complete, hooks);
+        sha256 = await putMultipart(file, upload.multipart, path, this.hooks.multipart, hooks);
       }
       this.digests.set(file, { bytes, sha256 });
       stored[file] = upload.location;

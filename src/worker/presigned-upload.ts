@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import type { CompleteUploadReply, PresignedPart } from '../control/protocol.js';
+import type { CompleteUploadReply, PresignedPart, RenewUploadReply } from '../control/protocol.js';
 import type { LeaseLoss } from '../ledger/ledger.js';
 
 /** The worker could not store an output in the object store: a Transient failure, retried as a new attempt. */
@@ -28,11 +28,22 @@ export class UploadFencedOutError extends Error {
 /** Asks the orchestrator to complete a multipart upload once every part is up. */
 export type CompleteUpload = (name: string, uploadId: string, parts: Array<{ partNumber: number; etag: string }>) => Promise<CompleteUploadReply>;
 
+/** Asks the orchestrator for fresh URLs for the parts of a multipart upload still to go. */
+export type RenewUpload = (name: string, uploadId: string, parts: Array<Omit<PresignedPart, 'url'>>) => Promise<RenewUploadReply>;
+
+/** What a multipart upload needs of the control plane: its complete, and fresh part URLs for a long upload. */
+export interface MultipartControl {
+  complete: CompleteUpload;
+  renew: RenewUpload;
+}
+
 /** How an upload runs: aborted with the lease, told of every chunk sent (for progress). */
 export interface UploadHooks {
   signal?: AbortSignal | undefined;
   /** `bytes` more of the file were read and sent. */
   onBytes?: ((bytes: number) => void) | undefined;
+  /** This worker's clock (default Date.now): when the part URLs were received, and when they run out. */
+  now?: (() => number) | undefined;
 }
 
 /** Streams a whole file with one presigned PUT (its length is signed into the URL), hashing it on the way. */
@@ -45,23 +56,39 @@ export async function putWhole(url: string, path: string, bytes: number, hooks: 
 /**
  * Streams a file part after part, each from disk with its own presigned UploadPart URL,
  * feeding the whole file's sha256 in order; then asks the orchestrator to complete the
- * upload with the parts' ETags. Only one part's chunks are in memory at a time.
+ * upload with the parts' ETags. Only a chunk or two of the file is in memory at a time.
  */
 export async function putMultipart(
   name: string,
-  multipart: { uploadId: string; parts: readonly PresignedPart[] },
+  multipart: { uploadId: string; parts: readonly PresignedPart[]; validForMs: number },
   path: string,
-  complete: CompleteUpload,
+  control: MultipartControl,
   hooks: UploadHooks,
 ): Promise<string> {
+  const now = hooks.now ?? Date.now;
   const hash = createHash('sha256');
   const etags: Array<{ partNumber: number; etag: string }> = [];
-  for (const part of [...multipart.parts].sort((a, b) => a.start - b.start)) {
+  const parts = [...multipart.parts].sort((a, b) => a.start - b.start);
+  // The URLs work for validForMs from when the answer left; past half of that, the parts
+  // still to go get fresh ones first, so no part starts on a URL about to run out.
+  let renewAt = now() + multipart.validForMs / 2;
+  for (let index = 0; index < parts.length; index++) {
+    if (now() >= renewAt) {
+      const reply = await control.renew(
+        name,
+        multipart.uploadId,
+        parts.slice(index).map(({ partNumber, start, end }) => ({ partNumber, start, end })),
+      );
+      if (!reply.live) throw new UploadFencedOutError(reply.reason);
+      parts.splice(index, reply.parts.length, ...[...reply.parts].sort((a, b) => a.start - b.start));
+      renewAt = now() + reply.validForMs / 2;
+    }
+    const part = parts[index]!;
     const etag = await putRange(part.url, path, part, hash, hooks);
     if (!etag) throw new StorageError('storage_refused', `the object store stored part ${part.partNumber} of ${JSON.stringify(name)} without an ETag`);
     etags.push({ partNumber: part.partNumber, etag });
   }
-  const reply = await complete(name, multipart.uploadId, etags);
+  const reply = await control.complete(name, multipart.uploadId, etags);
   if (!reply.live) throw new UploadFencedOutError(reply.reason);
   if (reply.storeError) throw new StorageError('storage_refused', reply.storeError);
   return hash.digest('hex');
