@@ -194,7 +194,7 @@ describe('forged control requests on RabbitMQ', () => {
       await s3.stop();
     });
 
-    it("a forged complete of a running job's multipart upload is refused, and nothing of it becomes visible", async () => {
+    it("a forged complete or renew of a running job's multipart upload is refused, and nothing of it becomes visible", async () => {
       const job = await runningProbe(harness, 2500);
       const ref = { tenant: 't1', jobId: job.id, attempt: 1 };
       // The upload a live fence would have created for the holder, its id leaked to the forger.
@@ -212,6 +212,16 @@ describe('forged control requests on RabbitMQ', () => {
       assert.deepEqual(guessedToken, { op: 'complete_upload', jobId: job.id, attempt: 1, live: false, reason: 'superseded' });
       assert.equal(await pending(), 0, 'the refused upload was aborted');
       await assert.rejects(reader.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key })));
+
+      // Nor does a forged renew get part URLs.
+      const [other] = await harness.orchestrator.objectStore!.presignUploads(ref, [{ name: 'clip.mp4', bytes: 6 * 1024 * 1024 }], 60_000);
+      assert.ok(other && 'multipart' in other);
+      const renew = { op: 'renew_upload', ...ref, name: 'clip.mp4', uploadId: other.multipart.uploadId, parts: [{ partNumber: 1, start: 0, end: 99 }] };
+      const renewWithoutKey = await forgeControlRequest(outsider, harness.topology, { ...renew, token: job.leaseToken! });
+      assert.equal((renewWithoutKey as { code?: string }).code, 'unauthorized');
+      const renewGuessed = await forgeControlRequest(outsider, harness.topology, { ...renew, token: randomUUID() }, { fleetKey });
+      assert.deepEqual(renewGuessed, { op: 'renew_upload', jobId: job.id, attempt: 1, live: false, reason: 'superseded' });
+      assert.ok(!JSON.stringify([renewWithoutKey, renewGuessed]).includes('X-Amz-Signature'), 'no URL handed out');
       await waitFor('the real worker to finish the job', async () => (await harness.ledger.getJob(job.id))?.state === 'finished');
     });
   });
