@@ -215,7 +215,11 @@ describe('multipart uploads through the fence', () => {
     let workerNow = 0;
     const asked: string[] = [];
     const renewed: RenewUploadReply[] = [];
-    const renewing = control(lease, (op) => asked.push(op));
+    // And the orchestrator's by 5 s before each request: fresh URLs expire with the lease as it is then.
+    const renewing = control(lease, (op) => {
+      asked.push(op);
+      clock.advance(5000);
+    });
     const store = new PresignedOutputStore([upload], undefined, {
       multipart: {
         complete: renewing.complete,
@@ -239,8 +243,10 @@ describe('multipart uploads through the fence', () => {
         [3, 2 * partSize, 3 * partSize - 1],
       ],
     );
-    assert.notEqual(first.parts[0]!.url, upload.multipart.parts[1]!.url);
+    assert.equal(first.validForMs, ttlMs + graceMs - 5000);
+    assert.equal(new URL(first.parts[0]!.url).searchParams.get('X-Amz-Expires'), String((ttlMs + graceMs - 5000) / 1000));
     assert.equal(second.parts.length, 1);
+    assert.equal(new URL(second.parts[0]!.url).searchParams.get('X-Amz-Expires'), String((ttlMs + graceMs - 10_000) / 1000));
     const object = await reader.send(new GetObjectCommand({ Bucket: s3.bucket, Key: `mp/acme/${lease.jobId}/1/long.bin` }));
     assert.ok(Buffer.from(await object.Body!.transformToByteArray()).equals(content));
   });
@@ -284,9 +290,11 @@ describe('multipart uploads through the fence', () => {
     assert.ok(whole && 'url' in whole && multipart && 'multipart' in multipart);
     const urls = [whole.url, multipart.multipart.parts[0]!.url];
     for (const url of urls) assert.equal(new URL(url).searchParams.get('X-Amz-Expires'), '1');
-    // Past the URLs' own expiry, by the store's (real) clock.
-    const signedAt = Date.parse(
-      new URL(whole.url).searchParams.get('X-Amz-Date')!.replace(/(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z/, '$1-$2-$3T$4:$5:$6Z'),
+    // Past every URL's own expiry, by the store's (real) clock: each was signed at its X-Amz-Date (the part's after the upload was created).
+    const signedAt = Math.max(
+      ...urls.map((url) =>
+        Date.parse(new URL(url).searchParams.get('X-Amz-Date')!.replace(/(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z/, '$1-$2-$3T$4:$5:$6Z')),
+      ),
     );
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, signedAt + 1000 - Date.now()) + 50));
     const refused = await fetch(urls[0]!, { method: 'PUT', body: 'abc', headers: { 'content-length': '3' } });

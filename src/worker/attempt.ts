@@ -11,7 +11,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PresignedOutputStore, StorageError, UploadFencedOutError, type OutputStore } from './output-store.js';
 import { ProgressThrottle } from './runner/progress-throttle.js';
-import { uploadProgressMessage } from './upload-progress.js';
+import { reportedUploadBytes, uploadProgressMessage } from './upload-progress.js';
 import type { JobType } from './runner/job-type.js';
 import type { RunTask } from './runner/protocol.js';
 import type { RunOutcome } from './runner/run-outcome.js';
@@ -234,8 +234,9 @@ export class Attempt {
 
   /**
    * The store a live fence answer's uploads make: a multipart upload's part URLs are renewed
-   * and the upload completed through the control plane (only while this lease is live), and the upload's progress goes out
-   * as the job's progress, throttled like the job's own reports, the fraction unchanged.
+   * and the upload completed through the control plane (only while this lease is live), and
+   * the progress of an upload worth watching goes out as the job's progress, throttled like
+   * the job's own reports, the fraction unchanged.
    */
   private presignedStore(uploads: PresignedUpload[]): OutputStore {
     const { lease, context } = this;
@@ -252,7 +253,9 @@ export class Attempt {
           complete: (name, uploadId, parts) => context.control.completeUpload({ ...ref, name, uploadId, parts }),
           renew: (name, uploadId, parts) => context.control.renewUpload({ ...ref, name, uploadId, parts }),
         },
-        onProgress: (sent, total) => throttle.report({ fraction, message: uploadProgressMessage(sent, total) }),
+        onProgress: (sent, total) => {
+          if (total >= reportedUploadBytes) throttle.report({ fraction, message: uploadProgressMessage(sent, total) });
+        },
         now: () => context.clock.now(),
       });
       try {

@@ -15,13 +15,13 @@ export class StorageError extends Error {
 }
 
 /**
- * The orchestrator refused to complete a multipart upload: the lease is no longer this
- * attempt's (and the upload was aborted). The attempt ends as after a refused fence.
+ * The orchestrator refused to renew or complete a multipart upload: the lease is no longer
+ * this attempt's (and the upload was aborted). The attempt ends as after a refused fence.
  */
 export class UploadFencedOutError extends Error {
   override readonly name = 'UploadFencedOutError';
   constructor(readonly reason: LeaseLoss) {
-    super(`the orchestrator refused to complete the upload: the lease is ${reason}`);
+    super(`the orchestrator refused to go on with the upload: the lease is ${reason}`);
   }
 }
 
