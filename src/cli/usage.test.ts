@@ -47,6 +47,22 @@ describe('planrun usage errors', () => {
     for (const args of [['--help'], ['--version'], ['up', '--help'], ['help', 'submit']]) assert.equal(planrun(...args).code, 0, args.join(' '));
   });
 
+  it('--store-part-size takes a size S3 accepts, and only with --store', () => {
+    const amqp = ['--amqp', 'amqp://127.0.0.1:1'];
+    const small = planrun('orchestrator', ...amqp, '--store', 's3://bucket/prefix', '--store-part-size', '4MiB');
+    assert.equal(small.code, 2);
+    assert.match(small.stderr, /--store-part-size must be between 5MiB and 5GiB \(S3's limits\), not 4m/);
+    const large = planrun('up', '--store', 's3://bucket/prefix', '--store-part-size', '6GiB');
+    assert.equal(large.code, 2);
+    assert.match(large.stderr, /--store-part-size must be between 5MiB and 5GiB/);
+    const alone = planrun('orchestrator', ...amqp, '--store-part-size', '8MiB');
+    assert.equal(alone.code, 2);
+    assert.match(alone.stderr, /--store-part-size go with --store s3:\/\/bucket\/prefix/);
+    const notASize = planrun('orchestrator', ...amqp, '--store', 's3://bucket/prefix', '--store-part-size', 'big');
+    assert.equal(notASize.code, 2);
+    assert.match(notASize.stderr, /expected a size such as 512k, 64m or 2g, got "big"/);
+  });
+
   it('a duration without a unit is refused, with the unit it probably meant', () => {
     const ttl = planrun('up', '--lease-ttl', '90');
     assert.equal(ttl.code, 2);

@@ -1,5 +1,5 @@
 /**
- * The control plane: lease, heartbeat, fence, inputs, progress, settle and release, as request/reply over
+ * The control plane: lease, heartbeat, fence, inputs, renew_upload, complete_upload, progress, settle and release, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
  * The requests a worker makes at the same moment travel as one `batch` message, answered
  * by one message with an answer for each, in order: one broker round trip instead of N.
@@ -11,6 +11,9 @@
 import { z } from 'zod';
 import { boundedStack } from '../core/errors.js';
 import type { GrantRefusal, LeaseLoss, ReleaseResult, SettleResult } from '../ledger/ledger.js';
+
+/** S3's limit on the parts of one multipart upload. */
+export const maxUploadParts = 10_000;
 
 const leaseRef = z.object({
   jobId: z.string().min(1),
@@ -101,6 +104,30 @@ export const controlRequest = z.discriminatedUnion('op', [
     tenant: z.string().min(1),
     locations: z.array(z.string().min(1).max(2048)).min(1).max(100),
   }),
+  // A multipart upload the fence answer allowed is over: the worker hands the parts' ETags
+  // back, and the orchestrator completes the object only while the lease is still live.
+  leaseRef.extend({
+    op: z.literal('complete_upload'),
+    tenant: z.string().min(1),
+    name: z.string().max(1024),
+    uploadId: z.string().min(1).max(1024),
+    parts: z
+      .array(z.object({ partNumber: z.number().int().min(1).max(maxUploadParts), etag: z.string().min(1).max(256) }))
+      .min(1)
+      .max(maxUploadParts),
+  }),
+  // Fresh URLs for the parts of a multipart upload still to go, before the ones the fence gave
+  // expire: signed only while the lease is live, so a long upload lasts as long as its lease.
+  leaseRef.extend({
+    op: z.literal('renew_upload'),
+    tenant: z.string().min(1),
+    name: z.string().max(1024),
+    uploadId: z.string().min(1).max(1024),
+    parts: z
+      .array(z.object({ partNumber: z.number().int().min(1).max(maxUploadParts), start: z.number().int().min(0), end: z.number().int().min(0) }))
+      .min(1)
+      .max(maxUploadParts),
+  }),
   leaseRef.extend({
     op: z.literal('progress'),
     tenant: z.string().min(1),
@@ -150,9 +177,29 @@ export interface HeartbeatReply {
   lost: Array<{ jobId: string; attempt: number; reason: LeaseLoss }>;
 }
 
+/** One part of a multipart upload: a presigned UploadPart URL for the file's bytes `start`..`end` (inclusive). */
+export interface PresignedPart {
+  partNumber: number;
+  url: string;
+  start: number;
+  end: number;
+}
+
+/**
+ * Where one output goes, as a live fence answer says: a presigned PUT URL for the whole
+ * file, or, for a file larger than the store's part size, a multipart upload the
+ * orchestrator created, with a presigned URL per part. Either way `location` is what the
+ * result names (`s3://bucket/key`). `validForMs` says how long the part URLs work from when
+ * the answer left (the lease's deadline plus the grace): a worker whose upload runs longer
+ * asks `renew_upload` for the parts still to go.
+ */
+export type PresignedUpload =
+  | { name: string; location: string; url: string }
+  | { name: string; location: string; multipart: { uploadId: string; parts: PresignedPart[]; validForMs: number } };
+
 /**
  * A live fence is the permission to store outputs. With an object store it carries one
- * presigned PUT URL per output the request named (for `<prefix>/<tenant>/<job>/<attempt>/<name>`,
+ * upload per output the request named (for `<prefix>/<tenant>/<job>/<attempt>/<name>`,
  * valid until shortly after the lease's deadline), or, if a name is not acceptable as a
  * key, `invalidOutput` and no URL at all. A refused fence carries nothing.
  */
@@ -163,7 +210,7 @@ export type FenceReply =
       attempt: number;
       live: true;
       ttlMs: number;
-      uploads?: Array<{ name: string; url: string; location: string }>;
+      uploads?: PresignedUpload[];
       invalidOutput?: string;
     }
   | { op: 'fence'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
@@ -185,6 +232,20 @@ export type InputsReply =
     }
   | { op: 'inputs'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
 
+/**
+ * The answer to `complete_upload`. Live: the object is complete (or, with `storeError`, the
+ * store refused to complete it). Not live: the lease is no longer this attempt's, the
+ * multipart upload was aborted, and the worker gives up the attempt as after a refused fence.
+ */
+export type CompleteUploadReply =
+  | { op: 'complete_upload'; jobId: string; attempt: number; live: true; storeError?: string }
+  | { op: 'complete_upload'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
+
+/** The answer to `renew_upload`: fresh URLs for the parts asked, while the lease is live; else, as for complete_upload, the upload was aborted. */
+export type RenewUploadReply =
+  | { op: 'renew_upload'; jobId: string; attempt: number; live: true; parts: PresignedPart[]; validForMs: number }
+  | { op: 'renew_upload'; jobId: string; attempt: number; live: false; reason: LeaseLoss };
+
 export type ProgressReply =
   { op: 'progress'; jobId: string; attempt: number; accepted: true } | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
@@ -196,7 +257,8 @@ export type ReleaseReply =
   | { op: 'release'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<ReleaseResult, { accepted: true }>['transition'] }
   | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
-export type ControlReply = LeaseReply | HeartbeatReply | FenceReply | InputsReply | ProgressReply | SettleReply | ReleaseReply;
+export type ControlReply =
+  LeaseReply | HeartbeatReply | FenceReply | InputsReply | CompleteUploadReply | RenewUploadReply | ProgressReply | SettleReply | ReleaseReply;
 
 /** A request the orchestrator could not process at all (as opposed to a refusal). */
 export interface ControlFailure {
@@ -212,6 +274,8 @@ export const ControlErrorCode = {
   ledgerUnavailable: 'ledger_unavailable',
   /** The message did not carry the fleet key the orchestrator was given: it is not from one of its workers. */
   unauthorized: 'unauthorized',
+  /** The orchestrator's object store could not be reached, or refused it (starting a multipart upload, aborting one); retrying later may help. */
+  storeUnavailable: 'store_unavailable',
   /** A heartbeat named a live worker of the fleet, without that worker process's secret. */
   workerConflict: 'worker_conflict',
 } as const;

@@ -64,6 +64,7 @@ describe('the fence with an object store', () => {
       ],
     );
     for (const upload of reply.uploads) {
+      assert.ok('url' in upload, 'a file of at most the part size is one PUT');
       const url = new URL(upload.url);
       assert.equal(url.searchParams.get('X-Amz-Expires'), String((ttlMs + graceMs) / 1000));
       assert.match(url.searchParams.get('X-Amz-SignedHeaders') ?? '', /content-length/);

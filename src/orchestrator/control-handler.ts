@@ -6,6 +6,8 @@ import {
   controlRequest,
   type ControlAnswer,
   type ControlFailure,
+  type CompleteUploadReply,
+  type RenewUploadReply,
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
@@ -17,7 +19,9 @@ import {
 } from '../control/protocol.js';
 import type { Job } from '../ledger/ledger.js';
 import type { Fleet } from './fleet.js';
-import type { S3OutputStore } from './object-store.js';
+import type { LeaseLoss } from '../ledger/ledger.js';
+import { ObjectStoreError, type S3OutputStore } from './object-store.js';
+import { maxPartSize } from './upload-parts.js';
 import { outputNameProblem } from './store-names.js';
 
 /** How long an upload URL stays valid past the lease deadline it was given under, by default. */
@@ -62,6 +66,7 @@ export class ControlHandler {
       if (error instanceof LedgerError && error.code === 'invalid_input') {
         return { op: 'error', code: ControlErrorCode.invalidRequest, message: error.message };
       }
+      if (error instanceof ObjectStoreError) return { op: 'error', code: ControlErrorCode.storeUnavailable, message: error.message };
       const message = error instanceof Error ? error.message : String(error);
       return { op: 'error', code: ControlErrorCode.ledgerUnavailable, message };
     }
@@ -77,6 +82,10 @@ export class ControlHandler {
         return this.fence(request);
       case 'inputs':
         return this.inputs(request);
+      case 'complete_upload':
+        return this.completeUpload(request);
+      case 'renew_upload':
+        return this.renewUpload(request);
       case 'progress':
         return this.progress(request);
       case 'settle':
@@ -181,6 +190,60 @@ export class ControlHandler {
     const expiresInMs = result.deadline + graceMs - now();
     const urls = await Promise.all(keys.map((key) => store.presignDownload(key, expiresInMs)));
     return { ...live, downloads: request.locations.map((location, i) => ({ location, url: urls[i]! })) };
+  }
+
+  /**
+   * The end of a multipart upload the fence allowed: completed only while the lease is still
+   * the asker's (the same check as the fence), so a worker that lost its lease during the
+   * upload never makes the object visible. Refused, the upload is aborted: its parts are dropped.
+   */
+  private async completeUpload(request: Extract<ControlRequest, { op: 'complete_upload' }>): Promise<CompleteUploadReply | ControlFailure> {
+    const { jobId, attempt } = request;
+    const checked = await this.liveUpload(request);
+    if ('code' in checked) return checked;
+    if (!checked.live) return { op: 'complete_upload', jobId, attempt, live: false, reason: checked.reason };
+    try {
+      await checked.store.completeUpload(request, request.name, request.uploadId, request.parts);
+    } catch (error) {
+      if (!(error instanceof ObjectStoreError)) throw error;
+      return { op: 'complete_upload', jobId, attempt, live: true, storeError: error.message };
+    }
+    return { op: 'complete_upload', jobId, attempt, live: true };
+  }
+
+  /** Fresh URLs for the parts of an upload still to go, valid as the fence's would be now: only while the lease is live. */
+  private async renewUpload(request: Extract<ControlRequest, { op: 'renew_upload' }>): Promise<RenewUploadReply | ControlFailure> {
+    const { jobId, attempt } = request;
+    const tooLong = request.parts.find(({ start, end }) => end < start || end - start + 1 > maxPartSize);
+    if (tooLong) return { op: 'error', code: ControlErrorCode.invalidRequest, message: `part ${tooLong.partNumber} is not 1 byte to 5 GiB long` };
+    const checked = await this.liveUpload(request);
+    if ('code' in checked) return checked;
+    if (!checked.live) return { op: 'renew_upload', jobId, attempt, live: false, reason: checked.reason };
+    const validForMs = checked.deadline + checked.graceMs - checked.now;
+    const parts = await checked.store.renewParts(request, request.name, request.uploadId, request.parts, validForMs);
+    return { op: 'renew_upload', jobId, attempt, live: true, parts, validForMs };
+  }
+
+  /**
+   * The check before a multipart upload goes on (renew) or ends (complete): the fence's.
+   * A lease no longer live aborts the upload; the refusal stands whether or not the store
+   * could be told (an upload left behind is never visible, and the sweeper aborts leftovers).
+   * A request naming another tenant's job is refused as unknown and aborts nothing.
+   */
+  private async liveUpload(
+    request: Extract<ControlRequest, { op: 'complete_upload' | 'renew_upload' }>,
+  ): Promise<ControlFailure | { live: false; reason: LeaseLoss } | { live: true; store: S3OutputStore; deadline: number; graceMs: number; now: number }> {
+    if (!this.uploads) return { op: 'error', code: ControlErrorCode.invalidRequest, message: 'this orchestrator has no object store: there is no upload' };
+    const problem = outputNameProblem(request.name);
+    if (problem) return { op: 'error', code: ControlErrorCode.invalidRequest, message: `output ${JSON.stringify(request.name)} ${problem}` };
+    if (!(await this.ownedBy(request.jobId, request.tenant))) return { live: false, reason: 'unknown_job' };
+    const { store, graceMs = defaultUploadGraceMs, now = Date.now } = this.uploads;
+    const result = await this.ledger.checkLease(request);
+    if (!result.live) {
+      await store.abortOutputUpload(request, request.name, request.uploadId).catch(() => undefined);
+      return { live: false, reason: result.reason };
+    }
+    return { live: true, store, deadline: result.deadline, graceMs, now: now() };
   }
 
   private async progress(request: Extract<ControlRequest, { op: 'progress' }>): Promise<ProgressReply> {

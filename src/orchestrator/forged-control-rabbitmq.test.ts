@@ -2,15 +2,18 @@
  * Forged control requests, sent as an outsider on the broker would (issue "Holes found by
  * probing", finding 1): to the control queue with RabbitMQ's direct reply-to, naming a
  * running job and the worker that holds it (worker names are public in the job's attempts
- * and the fleet). None may take over a lease, settle a job or speak for a worker.
+ * and the fleet). None may take over a lease, settle a job, complete an upload or speak for
+ * a worker.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { HeadObjectCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Broker } from '../broker/broker.js';
 import { Harness, type TestWorker } from '../../test/testing/harness.js';
 import { forgeControlRequest } from '../../test/testing/control-forgery.js';
 import { rabbitMqConnections } from '../../test/testing/rabbitmq-connections.js';
+import { startS3Server, testS3Credentials, type TestS3Server } from '../../test/testing/s3-server.js';
 import { waitFor } from '../../test/testing/wait.js';
 
 const secretOfNobody = 'a-secret-the-worker-never-made-0123456789';
@@ -166,6 +169,60 @@ describe('forged control requests on RabbitMQ', () => {
       assert.equal((fatal[0] as { code: string }).code, 'unauthorized');
       assert.ok(keyless.events.some((e) => e.type === 'fatal'));
       assert.equal(harness.orchestrator.fleet.list().length, 1, 'only the keyed worker is in the fleet');
+    });
+  });
+  describe('an orchestrator with an object store and a fleet key', () => {
+    const fleetKey = 'the-fleet-key-of-the-store-test-0123456789';
+    let harness: Harness;
+    let s3: TestS3Server;
+    let reader: S3Client;
+
+    before(async () => {
+      s3 = await startS3Server();
+      reader = new S3Client({ endpoint: s3.endpoint, forcePathStyle: true, region: 'us-east-1', credentials: testS3Credentials });
+      harness = await new Harness({
+        broker: await connections.connect(),
+        fleetKey,
+        objectStore: s3.store('forged', { partSize: 5 * 1024 * 1024 }),
+        ledgerConfig: { leaseTtlMs: 30_000 },
+      }).start();
+      await harness.startWorker(await connections.connect(), { slots: 1, fleetKey });
+    });
+    after(async () => {
+      await harness.close();
+      reader.destroy();
+      await s3.stop();
+    });
+
+    it("a forged complete or renew of a running job's multipart upload is refused, and nothing of it becomes visible", async () => {
+      const job = await runningProbe(harness, 2500);
+      const ref = { tenant: 't1', jobId: job.id, attempt: 1 };
+      // The upload a live fence would have created for the holder, its id leaked to the forger.
+      const [upload] = await harness.orchestrator.objectStore!.presignUploads(ref, [{ name: 'movie.mp4', bytes: 6 * 1024 * 1024 }], 60_000);
+      assert.ok(upload && 'multipart' in upload);
+      const key = `forged/t1/${job.id}/1/movie.mp4`;
+      const pending = async () => ((await reader.send(new ListMultipartUploadsCommand({ Bucket: s3.bucket, Prefix: key }))).Uploads ?? []).length;
+      const forged = { op: 'complete_upload', ...ref, name: 'movie.mp4', uploadId: upload.multipart.uploadId, parts: [{ partNumber: 1, etag: '"x"' }] };
+
+      const withoutKey = await forgeControlRequest(outsider, harness.topology, { ...forged, token: job.leaseToken! });
+      assert.equal((withoutKey as { code?: string }).code, 'unauthorized', 'even with the real token, no key is no hearing');
+      assert.equal(await pending(), 1, 'the upload is untouched');
+
+      const guessedToken = await forgeControlRequest(outsider, harness.topology, { ...forged, token: randomUUID() }, { fleetKey });
+      assert.deepEqual(guessedToken, { op: 'complete_upload', jobId: job.id, attempt: 1, live: false, reason: 'superseded' });
+      assert.equal(await pending(), 0, 'the refused upload was aborted');
+      await assert.rejects(reader.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key })));
+
+      // Nor does a forged renew get part URLs.
+      const [other] = await harness.orchestrator.objectStore!.presignUploads(ref, [{ name: 'clip.mp4', bytes: 6 * 1024 * 1024 }], 60_000);
+      assert.ok(other && 'multipart' in other);
+      const renew = { op: 'renew_upload', ...ref, name: 'clip.mp4', uploadId: other.multipart.uploadId, parts: [{ partNumber: 1, start: 0, end: 99 }] };
+      const renewWithoutKey = await forgeControlRequest(outsider, harness.topology, { ...renew, token: job.leaseToken! });
+      assert.equal((renewWithoutKey as { code?: string }).code, 'unauthorized');
+      const renewGuessed = await forgeControlRequest(outsider, harness.topology, { ...renew, token: randomUUID() }, { fleetKey });
+      assert.deepEqual(renewGuessed, { op: 'renew_upload', jobId: job.id, attempt: 1, live: false, reason: 'superseded' });
+      assert.ok(!JSON.stringify([renewWithoutKey, renewGuessed]).includes('X-Amz-Signature'), 'no URL handed out');
+      await waitFor('the real worker to finish the job', async () => (await harness.ledger.getJob(job.id))?.state === 'finished');
     });
   });
 });

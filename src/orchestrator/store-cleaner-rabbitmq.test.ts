@@ -84,8 +84,10 @@ describe('the store cleaner (RabbitMQ, s3rver)', () => {
     });
     assert.ok(reply.op === 'fence' && reply.live && reply.uploads, `a live fence with URLs: ${JSON.stringify(reply)}`);
     const locations: Record<string, string> = {};
-    for (const { name, url, location } of reply.uploads) {
-      const response = await fetch(url, { method: 'PUT', body: Buffer.from(files[name]!) });
+    for (const upload of reply.uploads) {
+      const { name, location } = upload;
+      assert.ok('url' in upload, `${name} is small enough for one PUT`);
+      const response = await fetch(upload.url, { method: 'PUT', body: Buffer.from(files[name]!) });
       assert.equal(response.status, 200, `PUT ${name}`);
       locations[name] = location;
     }

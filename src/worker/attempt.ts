@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { isBrokerError } from '../broker/broker.js';
 import type { Clock } from '../core/clock.js';
 import { isJobError, type SerializedError } from '../core/errors.js';
+import type { PresignedUpload } from '../control/protocol.js';
 import type { JobResult, SettleOutcome } from '../ledger/ledger.js';
 import type { ControlClient } from './control-client.js';
 import { describeError } from './describe-error.js';
@@ -9,7 +10,9 @@ import { fetchJobInputs, InputLeaseLost, type InputFetching } from './inputs/job
 import type { HeldLease, LeaseBook } from './lease-book.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PresignedOutputStore, StorageError, type OutputStore } from './output-store.js';
+import { PresignedOutputStore, StorageError, UploadFencedOutError, type OutputStore } from './output-store.js';
+import { ProgressThrottle } from './runner/progress-throttle.js';
+import { reportedUploadBytes, uploadProgressMessage } from './upload-progress.js';
 import type { JobType } from './runner/job-type.js';
 import type { RunTask } from './runner/protocol.js';
 import { failed, type RunOutcome } from './runner/run-outcome.js';
@@ -63,6 +66,8 @@ export class Attempt {
   /** The worker forgot the attempt: a loss heard now is of no consequence. */
   private over = false;
   private lastProgressSentAt = 0;
+  /** The fraction the job's code last reported; the upload of its outputs reports with it unchanged. */
+  private lastFraction: number | undefined;
 
   constructor(
     private readonly context: AttemptContext,
@@ -203,6 +208,12 @@ export class Attempt {
       if (storing) context.events.emit({ type: 'output_stored', jobId: lease.jobId, attempt: lease.attempt, outputs, files: outputFiles });
       result = { ...(outcome.result.data === undefined ? {} : { data: outcome.result.data }), outputs, outputFiles };
     } catch (error) {
+      if (error instanceof UploadFencedOutError) {
+        // The orchestrator refused to complete an upload (and aborted it): as after a refused fence.
+        this.lost = error.reason;
+        context.events.emit({ type: 'fenced_out', jobId: lease.jobId, attempt: lease.attempt, reason: error.reason });
+        return;
+      }
       if (this.lost) {
         // The lease was lost during the upload (which it aborted): nothing is settled.
         context.events.emit({ type: 'abandoned', jobId: lease.jobId, attempt: lease.attempt, reason: this.lost });
@@ -244,7 +255,7 @@ export class Attempt {
         return { reason: reply.reason };
       }
       if (reply.invalidOutput) return { error: { class: 'permanent', code: 'invalid_output', message: reply.invalidOutput } };
-      if (reply.uploads) return { store: new PresignedOutputStore(reply.uploads, lease.abort.signal) };
+      if (reply.uploads) return { store: this.presignedStore(reply.uploads) };
       if (lease.store === 'presigned') return { error: storageUnreachable('the fence answer carried no upload URL') };
       return { store: context.outputStore };
     } catch (error) {
@@ -254,6 +265,41 @@ export class Attempt {
         return { error: storageUnreachable(`the fence could not be asked (${describeError(error)}), and only its answer gives upload URLs`) };
       return { store: context.outputStore };
     }
+  }
+
+  /**
+   * The store a live fence answer's uploads make: a multipart upload's part URLs are renewed
+   * and the upload completed through the control plane (only while this lease is live), and
+   * the progress of an upload worth watching goes out as the job's progress, throttled like
+   * the job's own reports, the fraction unchanged.
+   */
+  private presignedStore(uploads: PresignedUpload[]): OutputStore {
+    const { lease, context } = this;
+    const fraction = this.lastFraction ?? 1;
+    const put: OutputStore['put'] = async (key, scratchDir, files) => {
+      const throttle = new ProgressThrottle(
+        context.progressIntervalMs,
+        ({ message }) => this.sendProgress(fraction, message),
+        () => context.clock.now(),
+      );
+      const ref = { jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant };
+      const store = new PresignedOutputStore(uploads, lease.abort.signal, {
+        multipart: {
+          complete: (name, uploadId, parts) => context.control.completeUpload({ ...ref, name, uploadId, parts }),
+          renew: (name, uploadId, parts) => context.control.renewUpload({ ...ref, name, uploadId, parts }),
+        },
+        onProgress: (sent, total) => {
+          if (total >= reportedUploadBytes) throttle.report({ fraction, message: uploadProgressMessage(sent, total) });
+        },
+        now: () => context.clock.now(),
+      });
+      try {
+        return await store.put(key, scratchDir, files);
+      } finally {
+        throttle.close();
+      }
+    };
+    return { put };
   }
 
   private async settle(outcome: SettleOutcome): Promise<void> {
@@ -284,10 +330,16 @@ export class Attempt {
   }
 
   private onProgress(fraction: number, message?: string): void {
-    const { lease, context } = this;
+    const { context } = this;
+    this.lastFraction = fraction;
     const now = context.clock.now();
     if (fraction < 1 && now - this.lastProgressSentAt < context.progressIntervalMs) return;
     this.lastProgressSentAt = now;
+    this.sendProgress(fraction, message);
+  }
+
+  private sendProgress(fraction: number, message?: string): void {
+    const { lease, context } = this;
     context.events.emit({ type: 'progress', jobId: lease.jobId, attempt: lease.attempt, fraction });
     context.control
       .progress({

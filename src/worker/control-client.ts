@@ -7,6 +7,7 @@ import {
   maxControlBatch,
   type ControlAnswer,
   type ControlBatchReply,
+  type CompleteUploadReply,
   type ControlRequest,
   type FenceReply,
   type HeartbeatReply,
@@ -14,6 +15,7 @@ import {
   type LeaseReply,
   type ProgressReply,
   type ReleaseReply,
+  type RenewUploadReply,
   type SettleReply,
 } from '../control/protocol.js';
 import { tenantHeader, type Topology } from '../topology.js';
@@ -28,6 +30,9 @@ export class ControlError extends Error {
     super(message);
   }
 }
+
+/** How long a worker waits for the answer to `complete_upload`, at least: the store assembles the object first. */
+export const completeUploadTimeoutMs = 120_000;
 
 type Reply<Op extends ControlRequest['op']> = Extract<ControlAnswer, { op: Op }>;
 
@@ -106,6 +111,19 @@ export class ControlClient {
     return this.call({ op: 'inputs', ...request }, request.tenant);
   }
 
+  renewUpload(request: Omit<Extract<ControlRequest, { op: 'renew_upload' }>, 'op'>): Promise<RenewUploadReply> {
+    return this.call({ op: 'renew_upload', ...request }, request.tenant);
+  }
+
+  /**
+   * Sent on its own, not batched, and waited for longer than other requests
+   * (`completeUploadTimeoutMs`): the store assembles the object before the orchestrator
+   * answers, which for a large file takes a while, and no heartbeat should wait behind it.
+   */
+  completeUpload(request: Omit<Extract<ControlRequest, { op: 'complete_upload' }>, 'op'>): Promise<CompleteUploadReply> {
+    return this.call({ op: 'complete_upload', ...request }, request.tenant, undefined, Math.max(this.timeoutMs, completeUploadTimeoutMs));
+  }
+
   progress(request: Omit<Extract<ControlRequest, { op: 'progress' }>, 'op'>): Promise<ProgressReply> {
     return this.call({ op: 'progress', ...request }, request.tenant);
   }
@@ -118,9 +136,20 @@ export class ControlClient {
     return this.call({ op: 'release', ...request }, request.tenant);
   }
 
-  private async call<R extends ControlRequest>(request: R, tenant?: string, late?: (answer: ControlAnswer) => void): Promise<Reply<R['op']>> {
+  /** A request waits for the next batch, or, with a timeout of its own, leaves alone at once. */
+  private async call<R extends ControlRequest>(
+    request: R,
+    tenant?: string,
+    late?: (answer: ControlAnswer) => void,
+    aloneTimeoutMs?: number,
+  ): Promise<Reply<R['op']>> {
     const answer = await new Promise<ControlAnswer>((resolve, reject) => {
-      this.waiting.push({ request, tenant, resolve, reject, late, gaveUp: false, timer: undefined });
+      const pending = { request, tenant, resolve, reject, late, gaveUp: false, timer: undefined };
+      if (aloneTimeoutMs !== undefined) {
+        void this.sendBatch([pending], aloneTimeoutMs);
+        return;
+      }
+      this.waiting.push(pending);
       this.scheduled ??= setImmediate(() => this.send());
     });
     if (answer.op === 'error') throw new ControlError(answer.code, answer.message);
@@ -149,7 +178,7 @@ export class ControlClient {
     };
   }
 
-  private async sendBatch(batch: Pending[]): Promise<void> {
+  private async sendBatch(batch: Pending[], timeoutMs = this.timeoutMs): Promise<void> {
     // The tenant header names the tenant when the message concerns one (every request also carries it in its body).
     const tenants = new Set(batch.map((pending) => pending.tenant));
     const tenant = tenants.size === 1 ? batch[0]!.tenant : undefined;
@@ -160,8 +189,8 @@ export class ControlClient {
       for (const pending of batch) {
         pending.timer = setTimeout(() => {
           pending.gaveUp = true;
-          pending.reject(new BrokerError('timeout', `no answer to the ${pending.request.op} request within ${this.timeoutMs} ms`));
-        }, this.timeoutMs);
+          pending.reject(new BrokerError('timeout', `no answer to the ${pending.request.op} request within ${timeoutMs} ms`));
+        }, timeoutMs);
       }
     }
     try {
@@ -169,8 +198,8 @@ export class ControlClient {
         this.topology.controlQueue,
         encode(single ? batch[0]!.request : { op: 'batch', requests: batch.map((pending) => pending.request) }),
         {
-          timeoutMs: this.timeoutMs,
-          ...(listensLate ? { waitMs: this.timeoutMs + this.lateWindowMs } : {}),
+          timeoutMs,
+          ...(listensLate ? { waitMs: timeoutMs + this.lateWindowMs } : {}),
           headers: this.headers(tenant),
         },
       );

@@ -18,8 +18,8 @@ import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type { ControlHandler } from '../orchestrator/control-handler.js';
-import type { AttemptRef, OutputUpload } from '../orchestrator/object-store.js';
-import type { ControlReply, ControlRequest, FenceReply } from '../control/protocol.js';
+import type { AttemptRef } from '../orchestrator/object-store.js';
+import type { ControlReply, ControlRequest, FenceReply, PresignedUpload } from '../control/protocol.js';
 import { startS3Server, testS3Credentials } from '../../test/testing/s3-server.js';
 import { networkBlip, variants, type BlipStore } from '../../test/worker/network-blip.js';
 import { stubbornOutputFile } from '../../test/worker/fixtures/stubborn-jobs.js';
@@ -44,9 +44,14 @@ async function s3Blip(variant: Variant): Promise<void> {
   // What the orchestrator signed: every presigned upload, with the attempt it was for.
   const signed: Signed[] = [];
   const presignUploads = store.presignUploads.bind(store);
-  store.presignUploads = async (ref, outputs, expiresInMs): Promise<OutputUpload[]> => {
+  store.presignUploads = async (ref, outputs, expiresInMs): Promise<PresignedUpload[]> => {
     const uploads = await presignUploads(ref, outputs, expiresInMs);
-    signed.push({ at: Date.now(), ref: { ...ref }, names: outputs.map((o) => o.name), urls: uploads.map((u) => u.url) });
+    signed.push({
+      at: Date.now(),
+      ref: { ...ref },
+      names: outputs.map((o) => o.name),
+      urls: uploads.flatMap((u) => ('url' in u ? [u.url] : u.multipart.parts.map((part) => part.url))),
+    });
     return uploads;
   };
   // Every fence answer the orchestrator gave, as it went out.

@@ -4,7 +4,11 @@ import { mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { pathToFileURL } from 'node:url';
+import type { PresignedUpload } from '../control/protocol.js';
 import type { StoredFile } from '../wire/outputs.js';
+import { putMultipart, putWhole, StorageError, type MultipartControl } from './presigned-upload.js';
+
+export { StorageError, UploadFencedOutError } from './presigned-upload.js';
 
 export interface AttemptKey {
   tenant: string;
@@ -75,30 +79,14 @@ function hashing(hash: Hash, counted: (bytes: number) => void): (chunks: AsyncIt
   };
 }
 
-/** One upload a live fence answer allowed: a presigned PUT URL and the location the result names. */
-export interface PresignedUpload {
-  name: string;
-  url: string;
-  location: string;
-}
-
-/** The worker could not store an output in the object store: a Transient failure, retried as a new attempt. */
-export class StorageError extends Error {
-  override readonly name = 'StorageError';
-  constructor(
-    readonly code: 'storage_unreachable' | 'storage_refused',
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 /**
  * The object store as a worker sees it: no credential and no configuration, only the
- * presigned PUT URLs a live fence answer carried, one per output. Each file is streamed
- * from disk (never read whole into memory), with its length signed into the URL and its
- * sha256 computed on the way. An object becomes visible only once its PUT completes; a
- * result names it only after the settle that follows.
+ * uploads a live fence answer carried, one per output: a presigned PUT URL, or for a large
+ * file a multipart upload with a URL per part, which the orchestrator completes only while
+ * the lease is still live. Each file is streamed from disk (never read whole into memory),
+ * with its length signed into the URLs and its sha256 computed on the way. An object
+ * becomes visible only once its PUT (or the complete) succeeds; a result names it only
+ * after the settle that follows.
  */
 export class PresignedOutputStore implements OutputStore {
   private readonly uploads: Map<string, PresignedUpload>;
@@ -106,49 +94,49 @@ export class PresignedOutputStore implements OutputStore {
   constructor(
     uploads: readonly PresignedUpload[],
     private readonly signal?: AbortSignal,
+    private readonly hooks: {
+      /** Renews and completes a multipart upload (`renew_upload`, `complete_upload`); required when the fence answer holds one. */
+      multipart?: MultipartControl;
+      /** Told how far the upload of all the files is, in bytes, as it goes. */
+      onProgress?: (sentBytes: number, totalBytes: number) => void;
+      /** This worker's clock, for when part URLs run out (default Date.now). */
+      now?: () => number;
+    } = {},
   ) {
     this.uploads = new Map(uploads.map((upload) => [upload.name, upload]));
   }
 
   async put(_key: AttemptKey, scratchDir: string, files: readonly string[]): Promise<Record<string, StoredFile>> {
+    const planned = await Promise.all(
+      files.map(async (file) => {
+        const upload = this.uploads.get(file);
+        if (!upload) throw new StorageError('storage_refused', `the fence answer carried no upload URL for output ${JSON.stringify(file)}`);
+        const path = join(scratchDir, file);
+        return { file, upload, path, bytes: (await stat(path)).size };
+      }),
+    );
+    const totalBytes = planned.reduce((sum, { bytes }) => sum + bytes, 0);
+    let sentBytes = 0;
+    const hooks = {
+      signal: this.signal,
+      now: this.hooks.now,
+      onBytes: (bytes: number) => {
+        sentBytes += bytes;
+        this.hooks.onProgress?.(sentBytes, totalBytes);
+      },
+    };
     const stored: Record<string, StoredFile> = {};
-    for (const file of files) {
-      const upload = this.uploads.get(file);
-      if (!upload) throw new StorageError('storage_refused', `the fence answer carried no upload URL for output ${JSON.stringify(file)}`);
-      stored[file] = { location: upload.location, ...(await putFile(upload.url, join(scratchDir, file), this.signal)) };
+    for (const { file, upload, path, bytes } of planned) {
+      let sha256: string;
+      if ('url' in upload) {
+        sha256 = await putWhole(upload.url, path, bytes, hooks);
+      } else {
+        if (!this.hooks.multipart)
+          throw new StorageError('storage_refused', `output ${JSON.stringify(file)} is a multipart upload, and nothing here can complete it`);
+        sha256 = await putMultipart(file, upload.multipart, path, this.hooks.multipart, hooks);
+      }
+      stored[file] = { location: upload.location, bytes, sha256 };
     }
     return stored;
   }
-}
-
-async function putFile(url: string, path: string, signal?: AbortSignal): Promise<{ bytes: number; sha256: string }> {
-  const { size } = await stat(path);
-  const hash = createHash('sha256');
-  async function* body(): AsyncGenerator<Uint8Array> {
-    for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) {
-      hash.update(chunk as Buffer);
-      yield chunk as Buffer;
-    }
-  }
-  let response: Response;
-  try {
-    response = await fetch(url, {
-      method: 'PUT',
-      body: body(),
-      headers: { 'content-length': String(size) },
-      duplex: 'half',
-      ...(signal ? { signal } : {}),
-    });
-  } catch (error) {
-    if (signal?.aborted) throw error;
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new StorageError('storage_unreachable', `cannot reach the object store at ${new URL(url).host}: ${cause?.code ?? cause?.message ?? String(error)}`);
-  }
-  if (!response.ok) {
-    const text = await response.text().catch(() => '');
-    const code = /<Code>([^<]+)<\/Code>/.exec(text)?.[1];
-    throw new StorageError('storage_refused', `the object store refused the upload: HTTP ${response.status}${code ? ` ${code}` : ''}`);
-  }
-  await response.body?.cancel().catch(() => undefined);
-  return { bytes: size, sha256: hash.digest('hex') };
 }

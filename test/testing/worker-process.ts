@@ -19,9 +19,9 @@ export async function startWorkerProcess(args: string[]): Promise<WorkerProcess>
   return startPlanrunProcess(['worker', ...args], '"msg":"worker ready"');
 }
 
-/** Starts `planrun <args>` and resolves once its output shows `readyText`. */
-export async function startPlanrunProcess(args: string[], readyText: string): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } });
+/** Starts `planrun <args>` (in this process's environment, or `env`) and resolves once its output shows `readyText`. */
+export async function startPlanrunProcess(args: string[], readyText: string, env: NodeJS.ProcessEnv = process.env): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, PLANRUN_LOG_LEVEL: 'info' } });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

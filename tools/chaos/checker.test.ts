@@ -284,6 +284,25 @@ describe('chaos checker', () => {
     assert.match(invariant(report, 'no-stale-accepted').violations[0]!.message, /renewal of j1@1 accepted 1100 ms after the attempt ended/);
   });
 
+  it('reports a multipart upload completed (or its URLs renewed) after the attempt ended', () => {
+    const late = (op: 'complete_upload' | 'renew_upload', t: number) =>
+      at(t, 'orchestrator', 2, {
+        kind: 'control',
+        op,
+        req: { op, jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme', name: 'chaos-output.bin', uploadId: 'u1', parts: [] },
+        ans: { op, jobId: 'j1', attempt: 1, live: true, ...(op === 'renew_upload' ? { parts: [], validForMs: 1000 } : {}) },
+      });
+    const report = check([...cleanHistory(), late('renew_upload', 3600), late('complete_upload', 3700)].sort((a, b) => a.t - b.t));
+    assert.ok(violated(report).includes('no-stale-accepted'));
+    assert.deepEqual(
+      invariant(report, 'no-stale-accepted').violations.map((v) => /^(\S+) of j1@1 accepted (\d+) ms after the attempt ended/.exec(v.message)?.slice(1)),
+      [
+        ['renew_upload', '1100'],
+        ['complete_upload', '1200'],
+      ],
+    );
+  });
+
   it('reports output stored by an attempt the ledger had already ended (a broken fence)', () => {
     const stale = at(4050, 'w1', 11, {
       kind: 'worker_event',

@@ -687,7 +687,8 @@ function attemptOf(ctx: Context, jobId: string, attempt: number): AttemptRecord 
 }
 
 function noStaleAccepted(ctx: Context): InvariantResult {
-  const title = 'nothing from a stale attempt accepted: grants, renewals, fences, progress and settles only for the live attempt';
+  const title =
+    'nothing from a stale attempt accepted: grants, renewals, fences, upload renewals and completes, progress and settles only for the live attempt';
   if (!ctx.hasLedger) return noLedger('no-stale-accepted', 'G3', title);
   const violations: Violation[] = [];
   let checked = 0;
@@ -715,7 +716,10 @@ function noStaleAccepted(ctx: Context): InvariantResult {
         accepted(Array.isArray(c.ans.renewed) ? (c.ans.renewed as Array<{ jobId: string; attempt: number }>) : [], 'renewal');
         break;
       case 'fence':
-        if (c.ans.live === true) accepted([{ jobId, attempt }], 'fence');
+      case 'renew_upload':
+      case 'complete_upload':
+        // A live answer is an upload allowed (URLs signed, an object completed): only for the live attempt.
+        if (c.ans.live === true) accepted([{ jobId, attempt }], c.op);
         break;
       case 'progress':
         if (c.ans.accepted === true) accepted([{ jobId, attempt }], 'progress');
