@@ -57,7 +57,7 @@ describe('planrun usage errors', () => {
     assert.match(large.stderr, /--store-part-size must be between 5MiB and 5GiB/);
     const alone = planrun('orchestrator', ...amqp, '--store-part-size', '8MiB');
     assert.equal(alone.code, 2);
-    assert.match(alone.stderr, /--store-part-size go with --store s3:\/\/bucket\/prefix/);
+    assert.match(alone.stderr, /--store-part-size and --store-cleanup-grace go with --store s3:\/\/bucket\/prefix/);
     const notASize = planrun('orchestrator', ...amqp, '--store', 's3://bucket/prefix', '--store-part-size', 'big');
     assert.equal(notASize.code, 2);
     assert.match(notASize.stderr, /expected a size such as 512k, 64m or 2g, got "big"/);
