@@ -7,6 +7,8 @@ export const ApiErrorCode = {
   unauthorized: 'unauthorized',
   notFound: 'not_found',
   conflict: 'conflict',
+  /** An `Idempotency-Key` seen before came with another body. */
+  idempotencyConflict: 'idempotency_conflict',
   payloadTooLarge: 'payload_too_large',
   unsupportedMediaType: 'unsupported_media_type',
   unavailable: 'unavailable',

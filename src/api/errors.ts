@@ -57,6 +57,7 @@ export function toErrorAnswer(error: unknown, bodyLimitBytes: number): { status:
     // Bad input the schema let through (e.g. a cursor this ledger never issued) is the
     // caller's; anything else from the ledger means it cannot answer right now.
     if (error.code === LedgerErrorCode.invalidInput) return answer(400, ApiErrorCode.invalidRequest, error.message);
+    if (error.code === LedgerErrorCode.idempotencyConflict) return answer(409, ApiErrorCode.idempotencyConflict, error.message);
     return answer(503, ApiErrorCode.unavailable, `the ledger cannot answer: ${error.message}`);
   }
   const fastifyError = error as Partial<FastifyError>;

@@ -15,7 +15,7 @@ describe('jobs, batches, cancel, lists, fleet and readiness', () => {
         key: api.acmeKey,
         body: {
           jobs: [
-            { type: 'probe', input: { n: 1 }, idempotencyKey: 'k-1' },
+            { type: 'probe', input: { n: 0 }, idempotencyKey: 'k-1' },
             { type: 'probe', input: { n: 2 }, maxAttempts: 5, requires: ['ffmpeg'] },
             { type: 'sleep', input: { n: 3 }, idempotencyKey: 'k-3' },
           ],
@@ -30,6 +30,34 @@ describe('jobs, batches, cancel, lists, fleet and readiness', () => {
 
       const listed = await call(api.app, 'GET', '/v1/jobs', { key: api.acmeKey });
       assert.equal(listed.body.jobs.length, 3);
+    }));
+
+  it('a reused Idempotency-Key with another body is a 409 idempotency_conflict naming the key, alone or in a batch, and records nothing', () =>
+    withEmbeddedApi(async (api) => {
+      const headers = { 'idempotency-key': 'order-7' };
+      const first = await call(api.app, 'POST', '/v1/jobs', { key: api.acmeKey, body: { type: 'probe', input: { n: 1 } }, headers });
+      const other = await call(api.app, 'POST', '/v1/jobs', { key: api.acmeKey, body: { type: 'probe', input: { n: 2 } }, headers });
+      assert.equal(other.status, 409);
+      assert.equal(other.body.error.code, 'idempotency_conflict');
+      assert.match(other.body.error.message, /idempotency key "order-7" was used for job \S+ with another submission \(its input differ\)/);
+      assert.ok(other.body.error.message.includes(first.body.id), other.body.error.message);
+      const batch = await call(api.app, 'POST', '/v1/jobs/batch', {
+        key: api.acmeKey,
+        body: {
+          jobs: [
+            { type: 'probe', input: { n: 3 } },
+            { type: 'probe', input: { n: 1 }, maxAttempts: 9, idempotencyKey: 'order-7' },
+          ],
+        },
+      });
+      assert.deepEqual([batch.status, batch.body.error.code], [409, 'idempotency_conflict']);
+      assert.match(batch.body.error.message, /its maxAttempts differ/);
+      const listed = await call(api.app, 'GET', '/v1/jobs', { key: api.acmeKey });
+      assert.deepEqual(
+        listed.body.jobs.map((job: { id: string }) => job.id),
+        [first.body.id],
+        'only the first job exists',
+      );
     }));
 
   it('one invalid item rejects the whole batch with a 400 naming its index, and records none of it', () =>

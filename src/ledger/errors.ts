@@ -2,6 +2,8 @@
 export const LedgerErrorCode = {
   invalidInput: 'invalid_input',
   unknownJob: 'unknown_job',
+  /** An idempotency key seen before came with another submission (type, input, requires, maxAttempts or timeoutSeconds). */
+  idempotencyConflict: 'idempotency_conflict',
   /** The database file cannot be opened or written. */
   unavailable: 'ledger_unavailable',
   /** The database file is not a planrun ledger or is damaged. */

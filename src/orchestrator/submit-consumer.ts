@@ -47,7 +47,8 @@ export class SubmitConsumer {
       this.logger.debug({ jobId: job.id, created, idempotencyKey: parsed.idempotencyKey }, 'submission from the queue');
       delivery.ack();
     } catch (error) {
-      if (error instanceof LedgerError && error.code === 'invalid_input') {
+      // A body that breaks the rules, or reuses a message id (its idempotency key) for another submission.
+      if (error instanceof LedgerError && (error.code === 'invalid_input' || error.code === 'idempotency_conflict')) {
         await this.deadLetter(delivery, error.message);
         return;
       }

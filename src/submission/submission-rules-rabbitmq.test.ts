@@ -128,4 +128,15 @@ describe('bad submissions are refused alike over HTTP and on the submit queue (R
     await waitFor('the queued submission recorded', async () => (await api.harness.ledger.listJobs({ tenant: 'acme' })).jobs.length === 2);
     assert.equal(dead.has('good-one'), false);
   });
+  it('a message id reused for another body is dead-lettered as an idempotency conflict, like HTTP answers 409, and its job is untouched', async () => {
+    const first = await call(api.app, 'POST', '/v1/jobs', {
+      key: api.acmeKey,
+      body: { type: 'checksum', input: { v: 1 } },
+      headers: { 'idempotency-key': 'reused-key' },
+    });
+    assert.equal(first.status, 202);
+    const reason = await refusedOnQueue('reused-key', JSON.stringify({ tenant: 'acme', type: 'checksum', input: { v: 2 } }));
+    assert.equal(reason, `idempotency key "reused-key" was used for job ${first.body.id} with another submission (its input differ)`);
+    assert.deepEqual((await api.harness.ledger.getJob(first.body.id))?.input, { v: 1 });
+  });
 });

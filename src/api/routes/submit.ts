@@ -36,7 +36,7 @@ interface BatchItem extends Submission {
 }
 
 // 415: a charset other than UTF-8, or a Content-Encoding (request-headers.ts).
-const rejections = { 400: errorSchema, 401: errorSchema, 413: errorSchema, 415: errorSchema } as const;
+const rejections = { 400: errorSchema, 401: errorSchema, 409: errorSchema, 413: errorSchema, 415: errorSchema } as const;
 
 /**
  * `POST /v1/jobs` and `POST /v1/jobs/batch`. Both answer 202: the job is recorded, and

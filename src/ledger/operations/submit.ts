@@ -3,27 +3,33 @@
  *
  * Params: tenant, type, input (JSON-serialisable), requires?, idempotencyKey?, maxAttempts?,
  *         timeoutSeconds?
- * Result: { job, created }. A (tenant, idempotencyKey) seen before returns the existing
- *         job with created=false and writes nothing. Two orchestrators submitting the same
+ * Result: { job, created }. A (tenant, idempotencyKey) seen before with the same
+ *         submission returns the existing job with created=false and writes nothing. Two orchestrators submitting the same
  *         key at once (PostgreSQL): the unique index lets one insert, the other finds its
  *         job; batches with several keys lock them in one order first, so they cannot deadlock.
- * Throws: LedgerError invalid_input, naming the field (a NUL in tenant, type or
+ * Throws: LedgerError idempotency_conflict when a key seen before comes with another
+ *         type, input, requires, timeoutSeconds or (when given) maxAttempts, naming the
+ *         key, the job and what differs: a key names one submission, so a client that
+ *         reuses one by mistake hears of it instead of silently getting another job's answer.
+ *         LedgerError invalid_input, naming the field (a NUL in tenant, type or
  *         idempotencyKey included: shared/input-validation.ts). The whole batch is
  *         validated first, so an invalid submission writes none of it.
  */
 import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 
+import { LedgerError, LedgerErrorCode } from '../errors.js';
 import type { Job, SubmitParams, SubmitResult } from '../ledger.js';
 import { validateSubmission, type ValidSubmission } from '../shared/input-validation.js';
 import { enqueueWork } from './outbox.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
 export function* submitMany(params: readonly SubmitParams[], env: OperationEnv): Plan<SubmitResult[]> {
-  const valid = params.map((p) => validateSubmission(p, env.config.defaultMaxAttempts));
+  const valid = params.map((p) => ({ ...validateSubmission(p, env.config.defaultMaxAttempts), maxAttemptsGiven: p.maxAttempts !== undefined }));
   const keys = new Set(valid.flatMap((v) => (v.idempotencyKey === null ? [] : [JSON.stringify([v.tenant, v.idempotencyKey])])));
   if (keys.size > 1) yield* run('lockIdempotencyKeys', { keys: [...keys] });
   const results: SubmitResult[] = [];
-  for (const submission of valid) results.push(yield* submitOne(submission, env));
+  for (const { maxAttemptsGiven, ...submission } of valid) results.push(yield* submitOne(submission, maxAttemptsGiven, env));
   return results;
 }
 
@@ -31,22 +37,44 @@ export function* submit(params: SubmitParams, env: OperationEnv): Plan<SubmitRes
   return (yield* submitMany([params], env))[0]!;
 }
 
-function* submitOne(valid: ValidSubmission, { now, config }: OperationEnv): Plan<SubmitResult> {
+function* submitOne(valid: ValidSubmission, maxAttemptsGiven: boolean, { now, config }: OperationEnv): Plan<SubmitResult> {
   const { tenant, idempotencyKey } = valid;
   if (idempotencyKey !== null) {
     const existing = yield* run('selectJobByKey', { tenant, idempotencyKey });
-    if (existing) return { job: existing, created: false };
+    if (existing) return sameJob(existing, valid, maxAttemptsGiven);
   }
   const id = randomUUID();
   if (!(yield* run('insertJob', { id, submission: valid, now, redispatchAt: now + config.redispatchAfterMs }))) {
     // Another transaction inserted this key since our look-up and has committed by now.
     const existing = idempotencyKey === null ? undefined : yield* run('selectJobByKey', { tenant, idempotencyKey });
     if (!existing) throw new Error(`planrun ledger: idempotency key ${idempotencyKey} conflicted with no job`);
-    return { job: existing, created: false };
+    return sameJob(existing, valid, maxAttemptsGiven);
   }
   const job = queuedJob(id, valid, now);
   yield* enqueueWork(job, now, now);
   return { job, created: true };
+}
+
+/**
+ * The job a key seen before names, if the submission is the one it was made from; the
+ * input is compared as JSON values (PostgreSQL's jsonb keeps no key order). maxAttempts is
+ * compared only when the repeat gives it: left out, it was the orchestrator's default.
+ */
+function sameJob(existing: Job, valid: ValidSubmission, maxAttemptsGiven: boolean): SubmitResult {
+  const differences = [
+    existing.type !== valid.type && 'type',
+    !isDeepStrictEqual(existing.input, JSON.parse(valid.input)) && 'input',
+    !isDeepStrictEqual(existing.requires, JSON.parse(valid.requires)) && 'requires',
+    maxAttemptsGiven && existing.maxAttempts !== valid.maxAttempts && 'maxAttempts',
+    existing.timeoutSeconds !== valid.timeoutSeconds && 'timeoutSeconds',
+  ].filter((field): field is string => field !== false);
+  if (differences.length > 0) {
+    throw new LedgerError(
+      LedgerErrorCode.idempotencyConflict,
+      `idempotency key ${JSON.stringify(valid.idempotencyKey)} was used for job ${existing.id} with another submission (its ${differences.join(', ')} differ)`,
+    );
+  }
+  return { job: existing, created: false };
 }
 
 /** The job as insertJob writes it (not read back: a bulk submit would read every row it wrote). */

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { LedgerError } from '../../../src/ledger/errors.js';
 import type { SubmitParams } from '../../../src/ledger/ledger.js';
 import {
   drainOutbox,
@@ -94,17 +95,43 @@ export function submitConformance(run: Run): void {
         assert.equal(row.createdAt, clock.now());
       }));
 
-    it('a repeated idempotency key under the same tenant returns the same job unchanged, created:false, and no second work row', () =>
+    it('a repeated idempotency key under the same tenant with the same submission returns the same job unchanged, created:false, and no second work row', () =>
       run(async ({ ledger, clock }) => {
         const key = freshKey();
-        const first = await ledger.submit(submitParams({ idempotencyKey: key, input: { v: 1 } }));
+        const first = await ledger.submit(submitParams({ idempotencyKey: key, input: { v: 1, w: [1, 2] } }));
         clock.advance(5_000);
-        const second = await ledger.submit(submitParams({ idempotencyKey: key, input: { v: 2 }, maxAttempts: 7 }));
+        // The same JSON value with its keys in another order, and maxAttempts left to the default: the same submission.
+        const second = await ledger.submit(submitParams({ idempotencyKey: key, input: { w: [1, 2], v: 1 } }));
         assert.equal(first.created, true);
         assert.equal(second.created, false);
         assert.deepEqual(second.job, first.job, 'the existing job, unchanged');
         assert.equal(workRows(await drainOutbox(ledger)).length, 1, 'one work row for both submissions');
         assert.deepEqual((await ledger.countJobsByState()).queued, 1);
+      }));
+
+    it('a repeated idempotency key with another submission is idempotency_conflict naming the key, the job and what differs, and writes nothing', () =>
+      run(async ({ ledger }) => {
+        const key = freshKey();
+        const first = await ledger.submit(submitParams({ idempotencyKey: key, input: { v: 1 }, timeoutSeconds: 60 }));
+        const others: Array<[string, Partial<SubmitParams>]> = [
+          ['input', { input: { v: 2 } }],
+          ['type', { type: 'other' }],
+          ['requires', { requires: ['gpu'] }],
+          ['maxAttempts', { maxAttempts: 7 }],
+          ['timeoutSeconds', { timeoutSeconds: 61 }],
+        ];
+        for (const [field, change] of others) {
+          const again = ledger.submit(submitParams({ idempotencyKey: key, input: { v: 1 }, timeoutSeconds: 60, ...change }));
+          await assert.rejects(again, (error: unknown) => {
+            assert.ok(error instanceof LedgerError, String(error));
+            assert.equal(error.code, 'idempotency_conflict');
+            assert.ok(error.message.includes(JSON.stringify(key)) && error.message.includes(first.job.id), error.message);
+            assert.match(error.message, new RegExp(`its ${field} differ`));
+            return true;
+          });
+        }
+        assert.deepEqual(await ledger.getJob(first.job.id), first.job, 'the job is unchanged');
+        assert.equal(workRows(await drainOutbox(ledger)).length, 1, 'one work row');
       }));
 
     it('a repeated idempotency key returns the job as it is now, even after it finished, and dispatches nothing', () =>

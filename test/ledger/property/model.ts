@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 
 import type { ManualClock } from '../../../src/core/clock.js';
 import type { SerializedError } from '../../../src/core/errors.js';
+import { LedgerError } from '../../../src/ledger/errors.js';
 import {
   backoffFor,
   type Job,
@@ -191,13 +192,48 @@ export class Simulation {
 
   // ---- operations ------------------------------------------------------------------------
 
+  /**
+   * The first key of `params` (in order, a batch's earlier items included) reused with
+   * another type or a given maxAttempts other than its job's, or undefined: such a call
+   * must fail whole with idempotency_conflict.
+   */
+  private idempotencyConflict(params: readonly SubmitParams[]): string | undefined {
+    const seen = new Map<string, { type: string; maxAttempts: number }>();
+    for (const p of params) {
+      if (p.idempotencyKey === undefined) continue;
+      const idemKey = `${p.tenant}\u0000${p.idempotencyKey}`;
+      const jobId = this.idem.get(idemKey);
+      const known = seen.get(idemKey) ?? (jobId === undefined ? undefined : this.byId.get(jobId));
+      if (known === undefined) {
+        seen.set(idemKey, { type: p.type, maxAttempts: p.maxAttempts ?? this.config.defaultMaxAttempts });
+      } else if (known.type !== p.type || (p.maxAttempts !== undefined && p.maxAttempts !== known.maxAttempts)) {
+        return `${p.tenant}/${p.idempotencyKey}`;
+      }
+    }
+    return undefined;
+  }
+
   async submit(specs: SubmitSpec[], many: boolean): Promise<void> {
     const params: SubmitParams[] = specs.map((s) => {
-      const p: SubmitParams = { tenant: TENANTS[s.tenant]!, type: TYPES[s.type]!, input: { n: this.step } };
+      // A keyed submission's input follows from its key, so a repeat differs from the first
+      // only where the generator chose another type or maxAttempts.
+      const p: SubmitParams = { tenant: TENANTS[s.tenant]!, type: TYPES[s.type]!, input: s.key === null ? { n: this.step } : { key: s.key } };
       if (s.key !== null) p.idempotencyKey = `key-${s.key}`;
       if (s.maxAttempts !== null) p.maxAttempts = s.maxAttempts;
       return p;
     });
+    const conflict = this.idempotencyConflict(params);
+    if (conflict !== undefined) {
+      await assert.rejects(many ? this.ledger.submitMany(params) : this.ledger.submit(params[0]!), (error: unknown) => {
+        assert.ok(
+          error instanceof LedgerError && error.code === 'idempotency_conflict',
+          `a reused key with another submission (${conflict}): ${String(error)}`,
+        );
+        return true;
+      });
+      this.log(`submit-conflict ${conflict}`);
+      return;
+    }
     const results = many ? await this.ledger.submitMany(params) : [await this.ledger.submit(params[0]!)];
     assert.equal(results.length, params.length, 'one answer per submission');
     params.forEach((p, i) => {
