@@ -77,13 +77,17 @@ export class LocalStack {
     let embedded: EmbeddedBrokerService | undefined;
     let broker: Broker;
     let workerBrokerArgs: string[];
+    // The URL (its password) reaches the workers in their environment, never on a command line anyone can read.
+    let workerBrokerEnv: NodeJS.ProcessEnv;
     if (options.amqp) {
       broker = await RabbitMqBroker.connect({ url: options.amqp });
-      workerBrokerArgs = ['--amqp', options.amqp];
+      workerBrokerArgs = [];
+      workerBrokerEnv = { PLANRUN_AMQP_URL: options.amqp };
     } else {
       embedded = await EmbeddedBrokerService.start(dataDir);
       broker = embedded.broker.connect();
       workerBrokerArgs = ['--broker-socket', embedded.socketPath];
+      workerBrokerEnv = {};
     }
     const topology = new Topology(options.prefix);
     // Only the workers this process starts get it: nothing else on the broker is taken for one of them.
@@ -130,7 +134,13 @@ export class LocalStack {
           ...options.jobs.flatMap((module) => ['--jobs', resolve(module)]),
           ...(options.capabilities.length > 0 ? ['--capabilities', options.capabilities.join(',')] : []),
         ],
-        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel, PLANRUN_LOG_FORMAT: options.workerLogFormat ?? 'json', PLANRUN_FLEET_KEY: fleetKey },
+        env: {
+          ...process.env,
+          ...workerBrokerEnv,
+          PLANRUN_LOG_LEVEL: options.workerLogLevel,
+          PLANRUN_LOG_FORMAT: options.workerLogFormat ?? 'json',
+          PLANRUN_FLEET_KEY: fleetKey,
+        },
       });
     }
     const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${embedded!.socketPath})`;

@@ -98,6 +98,8 @@ export class Orchestrator {
       {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
+        // A worker whose broker user may not declare queues consumes the ones the orchestrator declares.
+        heard: (report) => this.relay.declareWorkQueues(report.jobTypes),
       },
       options.objectStore
         ? { store: options.objectStore, now: () => clock.now(), ...(options.uploadGraceMs === undefined ? {} : { graceMs: options.uploadGraceMs }) }

@@ -27,8 +27,7 @@ export class SubmitConsumer {
   ) {}
 
   async start(prefetch = 32): Promise<void> {
-    await this.broker.declareQueue(this.topology.submitQueue);
-    await this.broker.declareQueue(this.topology.deadQueue);
+    await this.topology.declareSubmission(this.broker);
     this.subscription = await this.broker.consume(this.topology.submitQueue, (delivery) => this.onDelivery(delivery), { prefetch });
   }
 

@@ -157,7 +157,7 @@ export class Harness {
   async close(): Promise<void> {
     for (const close of this.closers.reverse()) await close().catch(() => undefined);
     for (const queue of this.queues) await this.options.broker.deleteQueue(queue).catch(() => undefined);
-    await this.options.broker.deleteExchange(this.topology.resultsExchange).catch(() => undefined);
+    for (const exchange of this.topology.exchanges) await this.options.broker.deleteExchange(exchange).catch(() => undefined);
     this.dir.remove();
   }
 }

@@ -6,15 +6,18 @@ import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
-import { amqpUrl, ledgerChoice, metricsListener, UsageError } from '../options.js';
+import { amqpUrlFrom } from '../amqp-url.js';
+import { ledgerChoice, metricsListener, UsageError } from '../options.js';
 import { objectStoreFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
 export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
-  const url = amqpUrl(flags.amqp);
+  const url = amqpUrlFrom(flags);
   if (url && flags.brokerSocket) throw new UsageError('planrun orchestrator takes --amqp (RabbitMQ) or --broker-socket (embedded broker), not both');
   if (!url && !flags.brokerSocket) {
-    throw new UsageError('planrun orchestrator needs a broker: --amqp URL (or PLANRUN_AMQP_URL) for RabbitMQ, or --broker-socket PATH to run the embedded one');
+    throw new UsageError(
+      'planrun orchestrator needs a broker: --amqp-file PATH, PLANRUN_AMQP_URL or --amqp URL for RabbitMQ, or --broker-socket PATH to run the embedded one',
+    );
   }
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");

@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
+import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { durationFlag } from '../options.js';
 import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
 
-export interface OrchestratorFlags extends StoreFlags {
-  amqp?: string;
+export interface OrchestratorFlags extends StoreFlags, AmqpFlags {
   brokerSocket?: string;
   consumerTimeout?: number;
   ledger?: string;
@@ -26,10 +26,9 @@ export function registerOrchestratorCommand(program: Command): void {
   addStoreOptions(
     addLedgerTimingOptions(
       addListenOptions(
-        program
-          .command('orchestrator')
-          .description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API')
-          .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
+        addAmqpOptions(
+          program.command('orchestrator').description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API'),
+        )
           .option(
             '--broker-socket <path>',
             'instead of RabbitMQ: run the embedded broker (stored in the data dir) and serve it on this Unix socket, for `planrun worker --broker-socket`',

@@ -4,6 +4,7 @@ import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
+import { amqpUrlFrom } from '../amqp-url.js';
 import { checkJobModules } from '../job-modules.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
 import { objectStoreFrom } from '../store-options.js';
@@ -20,7 +21,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
   const logFormat = process.env.PLANRUN_LOG_FORMAT === 'json' ? 'json' : 'console';
   const logger = createLogger('planrun-orchestrator', logLevel, logFormat);
-  const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
+  const amqp = amqpUrlFrom(flags);
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
     ...ledgerChoice(flags.ledger),
