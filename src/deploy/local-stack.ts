@@ -8,6 +8,7 @@ import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import type { LogFormat } from '../core/logger.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import type { S3OutputStore } from '../orchestrator/object-store.js';
+import type { SubmitTenantSource } from '../orchestrator/submit-tenant.js';
 import { Topology } from '../topology.js';
 import { EmbeddedBrokerService } from './embedded-broker-service.js';
 import { ensureLocalKey, saveLocalUrl } from './local-key.js';
@@ -29,6 +30,8 @@ export interface LocalStackOptions {
   metrics?: { host: string; port: number };
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
+  /** Where a queue submission's tenant comes from (default: its body). */
+  submitTenant?: SubmitTenantSource;
   /** An S3-compatible output store (`--store`); the workers then upload with the URLs the fence hands out. */
   objectStore?: S3OutputStore;
   workers: number;
@@ -105,6 +108,7 @@ export class LocalStack {
       port: options.port,
       ...(options.metrics ? { metrics: options.metrics } : {}),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+      ...(options.submitTenant ? { submitTenant: options.submitTenant } : {}),
     });
     const key = ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);

@@ -22,6 +22,7 @@ import { OrchestratorMetrics } from './metrics.js';
 import { missingCapability, offeredJobTypes, type DeclaredFleet } from './routing.js';
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
 import { SubmitConsumer } from './submit-consumer.js';
+import type { SubmitTenantSource } from './submit-tenant.js';
 import { Sweeper } from './sweeper.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
@@ -52,6 +53,8 @@ export interface OrchestratorOptions {
    * to the broker is taken for a new worker (docs/security.md).
    */
   fleetKey?: string;
+  /** Where a queue submission's tenant comes from (default: its body; see SubmitTenantSource). */
+  submitTenant?: SubmitTenantSource;
   /**
    * An S3-compatible store for outputs (`--store`): a live fence answer then carries a
    * presigned PUT URL per output, valid until `uploadGraceMs` (default 10 s) after the
@@ -123,7 +126,13 @@ export class Orchestrator {
         },
       },
     );
-    this.submitConsumer = new SubmitConsumer(options.broker, this.topology, (params) => this.submit(params), options.logger.child({ part: 'submit-queue' }));
+    this.submitConsumer = new SubmitConsumer(
+      options.broker,
+      this.topology,
+      (params) => this.submit(params),
+      options.logger.child({ part: 'submit-queue' }),
+      options.submitTenant,
+    );
     this.sweeper = new Sweeper(
       options.ledger,
       options.logger.child({ part: 'sweeper' }),

@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import type { Ledger, LedgerConfig, ResultMessage } from '../../src/ledger/ledger.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../../src/orchestrator/orchestrator.js';
+import type { SubmitTenantSource } from '../../src/orchestrator/submit-tenant.js';
 import { Topology } from '../../src/topology.js';
 import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import { DirectoryOutputStore } from '../../src/worker/output-store.js';
@@ -38,10 +39,14 @@ export interface HarnessOptions {
   fleetKey?: string;
   /** An object store for outputs: live fence answers then carry presigned upload URLs. */
   objectStore?: S3OutputStore;
+  /** Where queue submissions take their tenant from (default: their body). */
+  submitTenant?: SubmitTenantSource;
+  /** The topology prefix (default: a random one), for a test that must know it before the harness starts. */
+  prefix?: string;
 }
 
 export class Harness {
-  readonly topology = new Topology(`t${randomBytes(4).toString('hex')}`);
+  readonly topology: Topology;
   readonly dir = tempDir('planrun-harness-');
   readonly outputRoot = join(this.dir.path, 'outputs');
   readonly runLog = join(this.dir.path, 'runs.log');
@@ -51,7 +56,9 @@ export class Harness {
   private readonly closers: Array<() => Promise<void>> = [];
   private readonly queues: string[] = [];
 
-  constructor(private readonly options: HarnessOptions) {}
+  constructor(private readonly options: HarnessOptions) {
+    this.topology = new Topology(options.prefix ?? `t${randomBytes(4).toString('hex')}`);
+  }
 
   async start(): Promise<this> {
     const ledgerConfig = { leaseTtlMs: 2000, backoffBaseMs: 100, redispatchAfterMs: 5000, ...this.options.ledgerConfig };
@@ -66,6 +73,7 @@ export class Harness {
       relay: { idleIntervalMs: 50, retryIntervalMs: 200 },
       ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
       ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
+      ...(this.options.submitTenant ? { submitTenant: this.options.submitTenant } : {}),
     });
     await this.orchestrator.start();
     this.closers.push(

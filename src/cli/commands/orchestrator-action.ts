@@ -8,6 +8,7 @@ import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
 import { amqpUrlFrom } from '../amqp-url.js';
 import { ledgerChoice, metricsListener, UsageError } from '../options.js';
+import { submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
@@ -22,6 +23,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
+  const submitTenant = submitTenantFrom(flags, url !== undefined);
   const objectStore = await objectStoreFrom(flags);
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker.
   const instrument = await loadInstrument();
@@ -51,6 +53,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
+    submitTenant,
     objectStore,
     ...metricsListener(flags),
   });

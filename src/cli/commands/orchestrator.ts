@@ -3,9 +3,9 @@ import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { durationFlag } from '../options.js';
-import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
+import { addLedgerTimingOptions, addListenOptions, addSubmitTenantOptions, type SubmitTenantFlags } from '../service-options.js';
 
-export interface OrchestratorFlags extends StoreFlags, AmqpFlags {
+export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags {
   brokerSocket?: string;
   consumerTimeout?: number;
   ledger?: string;
@@ -23,7 +23,7 @@ export interface OrchestratorFlags extends StoreFlags, AmqpFlags {
 }
 
 export function registerOrchestratorCommand(program: Command): void {
-  addStoreOptions(
+  const command = addStoreOptions(
     addLedgerTimingOptions(
       addListenOptions(
         addAmqpOptions(
@@ -51,5 +51,6 @@ export function registerOrchestratorCommand(program: Command): void {
         ),
       )
       .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun'),
-  ).action(async (flags: OrchestratorFlags) => (await import('./orchestrator-action.js')).runOrchestrator(flags));
+  );
+  addSubmitTenantOptions(command).action(async (flags: OrchestratorFlags) => (await import('./orchestrator-action.js')).runOrchestrator(flags));
 }

@@ -7,6 +7,7 @@ import { describeLedger } from '../../ledger/open-ledger.js';
 import { amqpUrlFrom } from '../amqp-url.js';
 import { checkJobModules } from '../job-modules.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
+import { submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
 
@@ -22,6 +23,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const logFormat = process.env.PLANRUN_LOG_FORMAT === 'json' ? 'json' : 'console';
   const logger = createLogger('planrun-orchestrator', logLevel, logFormat);
   const amqp = amqpUrlFrom(flags);
+  const submitTenant = submitTenantFrom(flags, amqp !== undefined);
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
     ...ledgerChoice(flags.ledger),
@@ -29,6 +31,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     port: flags.port,
     ...metricsListener(flags),
     ...(amqp ? { amqp } : {}),
+    submitTenant,
     ...(objectStore ? { objectStore } : {}),
     workers: flags.workers,
     slots: flags.slots,

@@ -2,9 +2,9 @@ import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
-import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
+import { addLedgerTimingOptions, addListenOptions, addSubmitTenantOptions, type SubmitTenantFlags } from '../service-options.js';
 
-export interface UpFlags extends StoreFlags, AmqpFlags {
+export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags {
   ledger?: string;
   dataDir: string;
   host: string;
@@ -25,7 +25,7 @@ export interface UpFlags extends StoreFlags, AmqpFlags {
 }
 
 export function registerUpCommand(program: Command): void {
-  addStoreOptions(
+  const command = addStoreOptions(
     addLedgerTimingOptions(
       addListenOptions(
         addAmqpOptions(
@@ -49,5 +49,6 @@ export function registerUpCommand(program: Command): void {
         ),
       )
       .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun'),
-  ).action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
+  );
+  addSubmitTenantOptions(command).action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }
