@@ -1,11 +1,12 @@
 /**
  * The least-privilege broker users of `planrun rabbitmq permissions`, made for real on
- * RabbitMQ (rabbitmqctl, names unique to this run, removed afterwards): a worker with
+ * RabbitMQ by its `--apply` (names unique to this run, removed afterwards): a worker with
  * the worker grant runs jobs end to end and the broker refuses it everything else; an
  * app submits through the submit exchange and reads its own tenant's results only; with
  * the tenant taken from the broker user, an app cannot submit for another tenant.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqplib';
@@ -15,8 +16,9 @@ import { Topology } from '../topology.js';
 import { Harness } from '../../test/testing/harness.js';
 import { rabbitMqUrl } from '../../test/testing/services.js';
 import { waitFor } from '../../test/testing/wait.js';
-import { appQueue, roleGrants } from './rabbitmq-roles.js';
-import { applyGrants, deleteUsers } from './rabbitmqctl.js';
+import { cliPath } from '../../test/testing/worker-process.js';
+import { appQueue } from './rabbitmq-roles.js';
+import { deleteUsers, passwordVariable } from './rabbitmqctl.js';
 
 const run = randomBytes(3).toString('hex');
 const users = {
@@ -73,15 +75,29 @@ describe('least-privilege RabbitMQ users (rabbitmq permissions)', () => {
   };
 
   before(async () => {
-    const grants = roleGrants(topology, {
-      orchestrator: users.orchestrator,
-      worker: users.worker,
-      apps: [...tenantMap].map(([user, tenant]) => ({ user, tenant })),
-    });
-    for (const { user, createdWithPassword } of await applyGrants(grants, '/', () => undefined)) {
-      assert.ok(createdWithPassword, `${user} was created by this run`);
-      passwords.set(user, createdWithPassword);
-    }
+    // As an operator would: the worker's password from the environment, the others generated and printed once.
+    const workerPassword = randomBytes(12).toString('hex');
+    const applied = spawnSync(
+      process.execPath,
+      [
+        cliPath,
+        'rabbitmq',
+        'permissions',
+        '--apply',
+        '--prefix',
+        topology.prefix,
+        '--orchestrator-user',
+        users.orchestrator,
+        '--worker-user',
+        users.worker,
+        ...[...tenantMap].flatMap(([user, tenant]) => ['--app', `${user}=${tenant}`]),
+      ],
+      { encoding: 'utf8', timeout: 120_000, env: { ...process.env, [passwordVariable(users.worker)]: workerPassword } },
+    );
+    assert.equal(applied.status, 0, applied.stderr);
+    for (const [, user, password] of applied.stdout.matchAll(/^applied: created (\S+), password (\S+) /gm)) passwords.set(user!, password!);
+    assert.match(applied.stdout, new RegExp(`^applied: created ${users.worker}, password ${workerPassword} `, 'm'));
+    assert.deepEqual([...passwords.keys()].sort(), Object.values(users).sort(), applied.stdout);
     admin = await amqp.connect(rabbitMqUrl);
     const orchestratorBroker = await RabbitMqBroker.connect({ url: urlFor(users.orchestrator, passwords.get(users.orchestrator)!) });
     opened.push(orchestratorBroker);
