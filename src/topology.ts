@@ -19,8 +19,26 @@ export class Topology {
     return `${this.prefix}.control`;
   }
 
+  /**
+   * Where workers publish control requests: bound to the control queue only, so that a
+   * worker's broker user may write to this exchange and nowhere else (publishing through
+   * the default exchange would let it write to any queue). See docs/security.md.
+   */
+  get controlExchange(): string {
+    return `${this.prefix}.control`;
+  }
+
   /** Apps may submit jobs here; message id = idempotency key. */
   get submitQueue(): string {
+    return `${this.prefix}.submit`;
+  }
+
+  /**
+   * Apps with a least-privilege broker user submit through this exchange (any routing
+   * key), bound to the submit queue; publishing to the queue through the default exchange
+   * works too for users allowed to.
+   */
+  get submitExchange(): string {
     return `${this.prefix}.submit`;
   }
 
@@ -39,10 +57,33 @@ export class Topology {
     return `${this.prefix}.work.${type}`;
   }
 
+  /** Every exchange the orchestrator declares (what a test or benchmark removes afterwards). */
+  get exchanges(): string[] {
+    return [this.controlExchange, this.submitExchange, this.resultsExchange];
+  }
+
+  /**
+   * How every control request travels: to the control queue through the control
+   * exchange. The one place that says so, so that every control operation follows it.
+   */
+  controlRoute(): { queue: string; exchange: string } {
+    return { queue: this.controlQueue, exchange: this.controlExchange };
+  }
+
   /** Declares what both sides rely on; each side declares its own work queues too. */
   async declareCore(broker: Broker): Promise<void> {
     await broker.declareQueue(this.controlQueue);
+    await broker.declareTopicExchange(this.controlExchange);
+    await broker.bindQueue(this.controlQueue, this.controlExchange, this.controlQueue);
     await broker.declareTopicExchange(this.resultsExchange);
+  }
+
+  /** The submit queue, the exchange bound to it, and the dead queue: declared by the orchestrator. */
+  async declareSubmission(broker: Broker): Promise<void> {
+    await broker.declareQueue(this.submitQueue);
+    await broker.declareTopicExchange(this.submitExchange);
+    await broker.bindQueue(this.submitQueue, this.submitExchange, '#');
+    await broker.declareQueue(this.deadQueue);
   }
 }
 

@@ -67,7 +67,7 @@ describe('planrun orchestrator serves the HTTP API', () => {
       for (const queue of [topology.controlQueue, topology.submitQueue, topology.deadQueue, topology.workQueue('probe')]) {
         await broker.deleteQueue(queue).catch(() => undefined);
       }
-      await broker.deleteExchange(topology.resultsExchange).catch(() => undefined);
+      for (const exchange of topology.exchanges) await broker.deleteExchange(exchange).catch(() => undefined);
       await broker.close();
       dir.remove();
     }

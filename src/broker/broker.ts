@@ -86,6 +86,12 @@ export interface Delivery {
   /** Set on RPC requests: where and under which id the reply goes. */
   readonly replyTo: string | undefined;
   readonly correlationId: string | undefined;
+  /**
+   * The `user_id` property: on RabbitMQ, the broker user that published the message (it
+   * refuses a publish whose user_id is not the connection's user). The embedded broker
+   * has no users and never sets it.
+   */
+  readonly userId: string | undefined;
   /** Settles the delivery; only the first ack or nack counts, later ones are ignored. */
   ack(): void;
   /** Gives the message back (`requeue`, the default) or drops it. */
@@ -125,6 +131,13 @@ export interface RequestOptions {
    */
   waitMs?: number;
   headers?: Record<string, HeaderValue>;
+  /**
+   * Publish the request through this exchange, with the queue's name as routing key,
+   * rather than straight to the queue: a broker user allowed to write to that exchange
+   * only (docs/security.md) can then still make requests. It rejects `unroutable` when
+   * the exchange does not exist or routes the request to no queue.
+   */
+  exchange?: string;
 }
 
 export interface IncomingRequest {

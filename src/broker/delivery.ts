@@ -11,6 +11,7 @@ export interface DeliveredMessage {
   redelivered: boolean;
   replyTo: string | undefined;
   correlationId: string | undefined;
+  userId?: string | undefined;
 }
 
 /**
@@ -25,6 +26,7 @@ export class OneShotDelivery implements Delivery {
   readonly redelivered: boolean;
   readonly replyTo: string | undefined;
   readonly correlationId: string | undefined;
+  readonly userId: string | undefined;
   private isSettled = false;
 
   constructor(
@@ -38,6 +40,7 @@ export class OneShotDelivery implements Delivery {
     this.redelivered = message.redelivered;
     this.replyTo = message.replyTo;
     this.correlationId = message.correlationId;
+    this.userId = message.userId;
   }
 
   get settled(): boolean {

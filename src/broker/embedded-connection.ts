@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   BrokerError,
+  isBrokerError,
   type Broker,
   type BrokerEvent,
   type ConsumeOptions,
@@ -99,18 +100,26 @@ export class EmbeddedConnection implements Broker {
     const timeoutMs = requireTtl('timeoutMs', options.timeoutMs);
     const correlationId = randomUUID();
     const reply = this.requests.wait(correlationId, queue, requireWait(timeoutMs, options.waitMs));
+    const message = { body, correlationId, replyTo: this.replyAddress, headers: options.headers, expirationMs: timeoutMs };
     try {
-      this.core.sendToQueue(queue, {
-        body,
-        correlationId,
-        replyTo: this.replyAddress,
-        headers: options.headers,
-        expirationMs: timeoutMs,
-      });
+      if (options.exchange === undefined) this.core.sendToQueue(queue, message);
+      else this.routeThrough(options.exchange, queue, message);
     } catch (error) {
       this.requests.fail(correlationId, error as Error);
     }
     return reply;
+  }
+
+  /** A request published through an exchange must reach a queue, as a mandatory publish on RabbitMQ. */
+  private routeThrough(exchange: string, routingKey: string, message: OutgoingMessage): void {
+    let routed: number;
+    try {
+      routed = this.core.publish(exchange, routingKey, message);
+    } catch (error) {
+      if (isBrokerError(error, 'not_found')) throw new BrokerError('unroutable', `no exchange named ${exchange}`, { cause: error });
+      throw error;
+    }
+    if (routed === 0) throw new BrokerError('unroutable', `the exchange ${exchange} routes ${routingKey} to no queue`);
   }
 
   serve(queue: string, handler: RequestHandler, options?: ServeOptions): Promise<Subscription> {

@@ -142,7 +142,15 @@ export class SocketBroker implements Broker {
     const timeoutMs = requireTtl('timeoutMs', options.timeoutMs);
     const waitMs = requireWait(timeoutMs, options.waitMs);
     const reply = await this.call(
-      { op: 'request', queue, body: encodeBody(body), timeoutMs, ...(waitMs === timeoutMs ? {} : { waitMs }), headers: options.headers },
+      {
+        op: 'request',
+        queue,
+        body: encodeBody(body),
+        timeoutMs,
+        ...(waitMs === timeoutMs ? {} : { waitMs }),
+        headers: options.headers,
+        ...(options.exchange === undefined ? {} : { exchange: options.exchange }),
+      },
       waitMs + requestGuardMs,
     );
     return Buffer.from(reply ?? '', 'base64');

@@ -32,7 +32,7 @@ export type Operation =
   | { op: 'pause'; sub: number }
   | { op: 'resume'; sub: number }
   | { op: 'cancel'; sub: number }
-  | { op: 'request'; queue: string; body: string; timeoutMs: number; waitMs?: number; headers?: Record<string, HeaderValue> };
+  | { op: 'request'; queue: string; body: string; timeoutMs: number; waitMs?: number; headers?: Record<string, HeaderValue>; exchange?: string };
 
 export type ClientFrame =
   | { t: 'call'; id: number; call: Operation }

@@ -205,6 +205,7 @@ class Session {
         const reply = await connection.request(call.queue, decodeBody(call.body), {
           timeoutMs: call.timeoutMs,
           ...(call.waitMs === undefined ? {} : { waitMs: call.waitMs }),
+          ...(call.exchange === undefined ? {} : { exchange: call.exchange }),
           headers: call.headers,
         });
         return reply.toString('base64');

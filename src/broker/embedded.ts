@@ -158,20 +158,25 @@ export class EmbeddedBroker {
   /**
    * Publish through an exchange: every bound queue whose pattern matches gets its own copy,
    * once however many of its bindings match. The default exchange `''` routes by queue name.
+   * Returns how many queues took the message.
    */
-  publish(exchange: string, routingKey: string, message: OutgoingMessage): void {
+  publish(exchange: string, routingKey: string, message: OutgoingMessage): number {
     if (exchange === '') {
       const target = this.queues.get(routingKey);
       if (target) this.enqueue(target, this.stamp(routingKey, message));
-      return;
+      return target ? 1 : 0;
     }
     const bindings = this.exchanges.get(exchange);
     if (!bindings) throw new BrokerError('not_found', `no exchange named ${exchange}`);
     const targets = new Set(bindings.filter((binding) => topicMatches(binding.pattern, routingKey)).map((binding) => binding.queue));
+    let routed = 0;
     for (const name of targets) {
       const target = this.queues.get(name);
-      if (target) this.enqueue(target, this.stamp(routingKey, message));
+      if (!target) continue;
+      this.enqueue(target, this.stamp(routingKey, message));
+      routed += 1;
     }
+    return routed;
   }
 
   attach(queue: string, consumer: QueueConsumer): void {

@@ -99,13 +99,20 @@ export class ConfirmPublisher {
     });
   }
 
-  /** Publishes a request that expires with its timeout, and waits for the reply. */
-  request(queue: string, body: Buffer, timeoutMs: number, waitMs: number, headers: Record<string, HeaderValue> | undefined): Promise<Buffer> {
+  /**
+   * Publishes a request that expires with its timeout, and waits for the reply: straight
+   * to the queue, or through `exchange` with the queue's name as routing key.
+   */
+  request(
+    queue: string,
+    body: Buffer,
+    request: { timeoutMs: number; waitMs: number; headers?: Record<string, HeaderValue>; exchange?: string },
+  ): Promise<Buffer> {
     const correlationId = randomUUID();
-    const reply = this.requests.wait(correlationId, queue, waitMs);
-    const properties: Options.Publish = { correlationId, replyTo: directReplyTo, expiration: String(timeoutMs), headers };
+    const reply = this.requests.wait(correlationId, queue, request.waitMs);
+    const properties: Options.Publish = { correlationId, replyTo: directReplyTo, expiration: String(request.timeoutMs), headers: request.headers };
     // Not persistent: a request outliving a broker restart would be past its timeout anyway.
-    this.sendToQueue(queue, body, properties).catch((error: Error) => this.requests.fail(correlationId, error));
+    this.send(request.exchange ?? defaultExchange, queue, body, properties, true).catch((error: Error) => this.requests.fail(correlationId, error));
     return reply;
   }
 

@@ -152,6 +152,7 @@ export class RabbitSubscription implements Subscription {
         redelivered: fields.redelivered,
         replyTo: properties.replyTo as string | undefined,
         correlationId: properties.correlationId as string | undefined,
+        userId: properties.userId as string | undefined,
       },
       (settlement) => settleOn(channel, message, settlement),
     );

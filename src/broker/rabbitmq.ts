@@ -1,6 +1,7 @@
 import amqp, { type Channel, type ChannelModel, type Options, type RecoveringChannelModel } from 'amqplib';
 import {
   BrokerError,
+  isBrokerError,
   type Broker,
   type BrokerEvent,
   type ConsumeOptions,
@@ -64,6 +65,8 @@ export class RabbitMqBroker implements Broker {
   private publisher: ConfirmPublisher | undefined;
   private openingPublisher: Promise<ConfirmPublisher> | undefined;
   private connectedBefore = false;
+  /** Exchanges requests go through that were found to exist, on the connection named. */
+  private checkedExchanges: { connection: ChannelModel | undefined; names: Set<string> } = { connection: undefined, names: new Set() };
   private closed = false;
   /** What subscriptions see of this broker. */
   private readonly subscriptionHost: SubscriptionHost = {
@@ -176,8 +179,9 @@ export class RabbitMqBroker implements Broker {
   async request(queue: string, body: Buffer, options: RequestOptions): Promise<Buffer> {
     const timeoutMs = requireTtl('timeoutMs', options.timeoutMs);
     const waitMs = requireWait(timeoutMs, options.waitMs);
+    if (options.exchange !== undefined) await this.requireExchange(options.exchange);
     const publisher = await this.openPublisher();
-    return publisher.request(queue, body, timeoutMs, waitMs, options.headers);
+    return publisher.request(queue, body, { timeoutMs, waitMs, headers: options.headers, exchange: options.exchange });
   }
 
   serve(queue: string, handler: RequestHandler, options?: ServeOptions): Promise<Subscription> {
@@ -204,6 +208,25 @@ export class RabbitMqBroker implements Broker {
     this.ensureOpen();
     if (!this.live) throw new BrokerError('disconnected', 'not connected to RabbitMQ (reconnecting)');
     return this.live;
+  }
+
+  /**
+   * Rejects `unroutable` unless the exchange exists, checked once per connection: a
+   * publish to a missing exchange would close the publishing channel under every other
+   * publish in flight. A passive check needs no permission.
+   */
+  private async requireExchange(exchange: string): Promise<void> {
+    const connection = this.requireLiveConnection();
+    if (this.checkedExchanges.connection !== connection) this.checkedExchanges = { connection, names: new Set() };
+    const { names } = this.checkedExchanges;
+    if (names.has(exchange)) return;
+    try {
+      await this.onTemporaryChannel(`checking exchange ${exchange}`, (channel) => channel.checkExchange(exchange));
+    } catch (error) {
+      if (isBrokerError(error, 'not_found')) throw new BrokerError('unroutable', `no exchange named ${exchange}`, { cause: error });
+      throw error;
+    }
+    names.add(exchange);
   }
 
   /** The connection's publisher, opened on first use and again after its channel is lost. */

@@ -4,15 +4,14 @@ import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { UsageError } from './options.js';
 
 /**
- * The broker a separate planrun process talks to: RabbitMQ when a URL is given (flag or
- * PLANRUN_AMQP_URL), else the embedded broker of a `planrun up` through its socket.
+ * The broker a separate planrun process talks to: RabbitMQ when a URL is given (see
+ * amqpUrlFrom), else the embedded broker of a `planrun up` through its socket.
  */
-export async function connectBroker(flags: { amqp?: string; brokerSocket?: string }, command: string): Promise<Broker> {
-  const url = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
-  if (url) return RabbitMqBroker.connect({ url });
+export async function connectBroker(flags: { amqpUrl?: string | undefined; brokerSocket?: string }, command: string): Promise<Broker> {
+  if (flags.amqpUrl) return RabbitMqBroker.connect({ url: flags.amqpUrl });
   const socket = flags.brokerSocket ?? process.env.PLANRUN_BROKER_SOCKET;
   if (socket) return SocketBroker.connect({ path: socket });
   throw new UsageError(
-    `planrun ${command} needs a broker: --amqp URL (or PLANRUN_AMQP_URL) for RabbitMQ, or --broker-socket PATH for the embedded broker of a running \`planrun up\``,
+    `planrun ${command} needs a broker: --amqp-file PATH, PLANRUN_AMQP_URL or --amqp URL for RabbitMQ, or --broker-socket PATH for the embedded broker of a running \`planrun up\``,
   );
 }

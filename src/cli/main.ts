@@ -10,6 +10,7 @@ import { registerJobsCommand } from './commands/jobs.js';
 import { registerKeysCommand } from './commands/keys.js';
 import { registerLedgerCommand } from './commands/ledger.js';
 import { registerOrchestratorCommand } from './commands/orchestrator.js';
+import { registerRabbitmqCommand } from './commands/rabbitmq.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerSubmitCommand } from './commands/submit.js';
 import { registerWatchCommand } from './commands/watch.js';
@@ -40,6 +41,7 @@ registerCancelCommand(program);
 registerDownloadCommand(program);
 registerFleetCommand(program);
 registerKeysCommand(program);
+registerRabbitmqCommand(program);
 registerDemoCommand(program);
 
 try {
@@ -55,7 +57,7 @@ try {
   if (
     error instanceof UsageError ||
     error instanceof LedgerError ||
-    (error instanceof Error && ['BrokerError', 'KeyStoreError', 'ListenError'].includes(error.name))
+    (error instanceof Error && ['BrokerError', 'KeyStoreError', 'ListenError', 'RabbitmqctlError'].includes(error.name))
   ) {
     console.error(`planrun: ${error.message}`);
     process.exit(ExitCode.usage);

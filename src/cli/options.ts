@@ -66,11 +66,6 @@ export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }
 
-/** The RabbitMQ URL from `--amqp` or PLANRUN_AMQP_URL, if either is set. */
-export function amqpUrl(flag: string | undefined): string | undefined {
-  return flag ?? process.env.PLANRUN_AMQP_URL ?? undefined;
-}
-
 /** The ledger from `--ledger` or PLANRUN_LEDGER, as an option object (absent means SQLite). */
 export function ledgerChoice(flag: string | undefined): { ledger?: string } {
   const choice = flag ?? process.env.PLANRUN_LEDGER;

@@ -1,6 +1,7 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { defaultLedgerConfig } from '../ledger/ledger.js';
-import { durationFlag, positiveIntOption } from './options.js';
+import { loadTenantMap, submitTenantSources, TenantMapError, type SubmitTenantSource } from '../orchestrator/submit-tenant.js';
+import { durationFlag, positiveIntOption, UsageError } from './options.js';
 
 /** Where `planrun orchestrator` and `planrun up` serve the HTTP API and the metrics. */
 export function addListenOptions(command: Command): Command {
@@ -18,4 +19,40 @@ export function addLedgerTimingOptions(command: Command): Command {
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .addOption(durationFlag('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', defaultLedgerConfig.backoffBaseMs))
     .addOption(durationFlag('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', 1_000));
+}
+
+export interface SubmitTenantFlags {
+  submitTenantFrom: SubmitTenantSource['from'];
+  tenantMap?: string;
+}
+
+/** Where queue submissions take their tenant from, the same on `planrun orchestrator` and `planrun up`. */
+export function addSubmitTenantOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option('--submit-tenant-from <source>', "a queue submission's tenant: its body's, or its broker user's (the user_id property RabbitMQ checks)")
+        .choices(submitTenantSources)
+        .default('body'),
+    )
+    .option('--tenant-map <file>', 'with --submit-tenant-from user-id: a JSON object from broker user to tenant (default: the user name is the tenant)');
+}
+
+/** The tenant source the flags ask for; `user-id` needs RabbitMQ, the broker that knows who published. */
+export function submitTenantFrom(flags: SubmitTenantFlags, onRabbitMq: boolean): SubmitTenantSource {
+  if (flags.submitTenantFrom === 'body') {
+    if (flags.tenantMap !== undefined) throw new UsageError('--tenant-map applies with --submit-tenant-from user-id');
+    return { from: 'body' };
+  }
+  if (!onRabbitMq) {
+    throw new UsageError(
+      '--submit-tenant-from user-id needs RabbitMQ (--amqp-file, PLANRUN_AMQP_URL or --amqp): the embedded broker has no users to vouch for a submission',
+    );
+  }
+  if (flags.tenantMap === undefined) return { from: 'user-id' };
+  try {
+    return { from: 'user-id', tenantMap: loadTenantMap(flags.tenantMap) };
+  } catch (error) {
+    if (error instanceof TenantMapError) throw new UsageError(error.message);
+    throw error;
+  }
 }

@@ -32,6 +32,9 @@ describe('planrun usage errors', () => {
       [['jobs', '--bogus'], /unknown option '--bogus'/],
       [['nosuch'], /unknown command 'nosuch'/],
       [['jobs', '--state', 'done'], /expected one of queued, running, finished, failed, got "done"/],
+      [['up', '--submit-tenant-from', 'user-id'], /--submit-tenant-from user-id needs RabbitMQ/],
+      [['orchestrator', '--amqp', 'amqp://127.0.0.1:1/', '--tenant-map', 'map.json'], /--tenant-map applies with --submit-tenant-from user-id/],
+      [['orchestrator', '--submit-tenant-from', 'nobody'], /argument 'nobody' is invalid\. Allowed choices are body, user-id/],
       [[], /^Usage: planrun /m],
     ];
     for (const [args, message] of cases) {

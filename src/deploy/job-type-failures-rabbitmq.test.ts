@@ -110,7 +110,7 @@ for (const ledger of ['sqlite', 'postgres'] as const) {
       for (const queue of [topology.controlQueue, topology.submitQueue, topology.deadQueue, ...types.map((type) => topology.workQueue(type))]) {
         await broker.deleteQueue(queue).catch(() => undefined);
       }
-      await broker.deleteExchange(topology.resultsExchange).catch(() => undefined);
+      for (const exchange of topology.exchanges) await broker.deleteExchange(exchange).catch(() => undefined);
       await broker.close();
       if (ledger === 'postgres') await schemas.drop(schema);
       await schemas.dropAll();

@@ -10,6 +10,7 @@ import type { LogFormat } from '../core/logger.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import type { S3OutputStore } from '../orchestrator/object-store.js';
 import type { StoreCleanupOptions } from '../orchestrator/store-cleaner.js';
+import type { SubmitTenantSource } from '../orchestrator/submit-tenant.js';
 import { Topology } from '../topology.js';
 import { EmbeddedBrokerService } from './embedded-broker-service.js';
 import { ensureLocalKey, saveLocalUrl } from './local-key.js';
@@ -31,6 +32,8 @@ export interface LocalStackOptions {
   metrics?: { host: string; port: number };
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
+  /** Where a queue submission's tenant comes from (default: its body). */
+  submitTenant?: SubmitTenantSource;
   /** An S3-compatible output store (`--store`); the workers then upload with the URLs the fence hands out. */
   objectStore?: S3OutputStore;
   /** How the object store's cleaner runs (default: a grace of one hour). */
@@ -90,13 +93,17 @@ export class LocalStack {
     let embedded: EmbeddedBrokerService | undefined;
     let broker: Broker;
     let workerBrokerArgs: string[];
+    // The URL (its password) reaches the workers in their environment, never on a command line anyone can read.
+    let workerBrokerEnv: NodeJS.ProcessEnv;
     if (options.amqp) {
       broker = await RabbitMqBroker.connect({ url: options.amqp });
-      workerBrokerArgs = ['--amqp', options.amqp];
+      workerBrokerArgs = [];
+      workerBrokerEnv = { PLANRUN_AMQP_URL: options.amqp };
     } else {
       embedded = await EmbeddedBrokerService.start(dataDir);
       broker = embedded.broker.connect();
       workerBrokerArgs = ['--broker-socket', embedded.socketPath];
+      workerBrokerEnv = {};
     }
     const topology = new Topology(options.prefix);
     // Only the workers this process starts get it: nothing else on the broker is taken for one of them.
@@ -115,6 +122,7 @@ export class LocalStack {
       ...(options.metrics ? { metrics: options.metrics } : {}),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
       ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
+      ...(options.submitTenant ? { submitTenant: options.submitTenant } : {}),
     });
     const key = ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);
@@ -145,7 +153,13 @@ export class LocalStack {
           ...(options.workerSandboxArgs ?? []),
           ...(options.capabilities.length > 0 ? ['--capabilities', options.capabilities.join(',')] : []),
         ],
-        env: { ...process.env, PLANRUN_LOG_LEVEL: options.workerLogLevel, PLANRUN_LOG_FORMAT: options.workerLogFormat ?? 'json', PLANRUN_FLEET_KEY: fleetKey },
+        env: {
+          ...process.env,
+          ...workerBrokerEnv,
+          PLANRUN_LOG_LEVEL: options.workerLogLevel,
+          PLANRUN_LOG_FORMAT: options.workerLogFormat ?? 'json',
+          PLANRUN_FLEET_KEY: fleetKey,
+        },
       });
     }
     const description = options.amqp ? `RabbitMQ ${redact(options.amqp)}` : `embedded (${embedded!.socketPath})`;

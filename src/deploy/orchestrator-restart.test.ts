@@ -75,7 +75,7 @@ for (const kind of ['rabbitmq', 'embedded'] as const) {
         ]) {
           await observer.deleteQueue(queue).catch(() => undefined);
         }
-        await observer.deleteExchange(topology.resultsExchange).catch(() => undefined);
+        for (const exchange of topology.exchanges) await observer.deleteExchange(exchange).catch(() => undefined);
       }
       await observer?.close();
       dir.remove();

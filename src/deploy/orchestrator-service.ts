@@ -11,6 +11,7 @@ import type { S3OutputStore } from '../orchestrator/object-store.js';
 import { Orchestrator } from '../orchestrator/orchestrator.js';
 import type { StoreCleanupOptions } from '../orchestrator/store-cleaner.js';
 import type { DeclaredFleet } from '../orchestrator/routing.js';
+import type { SubmitTenantSource } from '../orchestrator/submit-tenant.js';
 import type { Topology } from '../topology.js';
 
 /** The HTTP API could not listen (port taken, bad host): an operator's error, told in one line. */
@@ -34,6 +35,8 @@ export interface OrchestratorServiceOptions {
   declaredFleet?: DeclaredFleet;
   /** The credential every control message must carry (see Orchestrator's `fleetKey`). */
   fleetKey?: string | undefined;
+  /** Where a queue submission's tenant comes from (default: its body). */
+  submitTenant?: SubmitTenantSource | undefined;
   /** An S3-compatible output store (`--store`); without it, workers keep outputs in their own folders. */
   objectStore?: S3OutputStore | undefined;
   /** How long an upload URL outlives its lease's deadline (default 10 s). */
@@ -76,6 +79,7 @@ export class OrchestratorService {
       sweepIntervalMs: options.sweepIntervalMs,
       ...(options.declaredFleet ? { declaredFleet: options.declaredFleet } : {}),
       ...(options.fleetKey ? { fleetKey: options.fleetKey } : {}),
+      ...(options.submitTenant ? { submitTenant: options.submitTenant } : {}),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
       ...(options.uploadGraceMs === undefined ? {} : { uploadGraceMs: options.uploadGraceMs }),
       ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { freePort } from '../../test/testing/free-port.js';
@@ -59,6 +59,9 @@ for (const { broker, ledger } of setups) {
 
     it('starts the API and workers in a fresh folder; submit --wait finishes a transcode with the saved key', async () => {
       const port = await freePort();
+      // The URL (password included) comes from a file, and reaches the workers off their command line.
+      const urlFile = join(dir.path, 'amqp.url');
+      if (broker === 'rabbitmq') writeFileSync(urlFile, `${rabbitMqUrl}\n`);
       const args = [
         cliPath,
         'up',
@@ -72,7 +75,7 @@ for (const { broker, ledger } of setups) {
         '500ms',
         '--lease-ttl',
         '3s',
-        ...(broker === 'rabbitmq' ? ['--amqp', rabbitMqUrl, '--prefix', `up${port}`] : []),
+        ...(broker === 'rabbitmq' ? ['--amqp-file', urlFile, '--prefix', `up${port}`] : []),
         ...(ledger === 'postgres' ? ['--ledger', `${postgresUrl}?schema=${schema}`] : []),
       ];
       const child = spawn(process.execPath, args, { cwd: dir.path, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -99,6 +102,9 @@ for (const { broker, ledger } of setups) {
         20_000,
       );
       assert.doesNotMatch(output, /^\{/m);
+      for (const pid of childPids(child.pid!)) {
+        assert.doesNotMatch(readFileSync(`/proc/${pid}/cmdline`, 'utf8'), /amqp:/, `worker ${pid}'s command line holds no broker URL`);
+      }
 
       const submitted = cli(dir.path, up.url, 'submit', 'transcode', '--input', '{"durationSeconds":1}', '--wait');
       assert.equal(submitted.status, 0, submitted.stderr + submitted.stdout);

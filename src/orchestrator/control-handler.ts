@@ -18,7 +18,7 @@ import {
   type SettleReply,
 } from '../control/protocol.js';
 import type { Job } from '../ledger/ledger.js';
-import type { Fleet } from './fleet.js';
+import type { Fleet, WorkerReport } from './fleet.js';
 import type { LeaseLoss } from '../ledger/ledger.js';
 import { ObjectStoreError, type S3OutputStore } from './object-store.js';
 import { maxPartSize } from './upload-parts.js';
@@ -35,10 +35,12 @@ export interface UploadSigning {
   now?: () => number;
 }
 
-/** Told about each accepted grant and settle, e.g. to keep metrics. */
+/** Told about each accepted grant and settle, e.g. to keep metrics, and each worker heard from. */
 export interface ControlObserver {
   granted(job: Job): void;
   settled(job: Job, attempt: number, transition: string): void;
+  /** A heartbeat's report was recorded in the fleet. */
+  heard?(report: WorkerReport): void;
 }
 
 /**
@@ -135,6 +137,7 @@ export class ControlHandler {
         message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process`,
       };
     }
+    this.observer?.heard?.(report);
     const result = await this.ledger.renewLeases({
       worker: request.worker,
       leases: request.leases.map(({ jobId, attempt, token }) => ({ jobId, attempt, token })),

@@ -23,6 +23,7 @@ import { missingCapability, offeredJobTypes, type DeclaredFleet } from './routin
 import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from './outbox-relay.js';
 import { SubmitConsumer } from './submit-consumer.js';
 import { defaultStoreCleanupGraceMs, StoreCleaner, type StoreCleanupOptions } from './store-cleaner.js';
+import type { SubmitTenantSource } from './submit-tenant.js';
 import { Sweeper } from './sweeper.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
@@ -53,6 +54,8 @@ export interface OrchestratorOptions {
    * to the broker is taken for a new worker (docs/security.md).
    */
   fleetKey?: string;
+  /** Where a queue submission's tenant comes from (default: its body; see SubmitTenantSource). */
+  submitTenant?: SubmitTenantSource;
   /**
    * An S3-compatible store for outputs (`--store`): a live fence answer then carries a
    * presigned PUT URL per output, valid until `uploadGraceMs` (default 10 s) after the
@@ -106,6 +109,8 @@ export class Orchestrator {
       {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
+        // A worker whose broker user may not declare queues consumes the ones the orchestrator declares.
+        heard: (report) => this.relay.declareWorkQueues(report.jobTypes),
       },
       options.objectStore
         ? { store: options.objectStore, now: () => clock.now(), ...(options.uploadGraceMs === undefined ? {} : { graceMs: options.uploadGraceMs }) }
@@ -129,7 +134,13 @@ export class Orchestrator {
         },
       },
     );
-    this.submitConsumer = new SubmitConsumer(options.broker, this.topology, (params) => this.submit(params), options.logger.child({ part: 'submit-queue' }));
+    this.submitConsumer = new SubmitConsumer(
+      options.broker,
+      this.topology,
+      (params) => this.submit(params),
+      options.logger.child({ part: 'submit-queue' }),
+      options.submitTenant,
+    );
     this.sweeper = new Sweeper(
       options.ledger,
       options.logger.child({ part: 'sweeper' }),

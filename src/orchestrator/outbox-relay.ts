@@ -84,6 +84,28 @@ export class OutboxRelay {
     return this.loop.stop();
   }
 
+  /**
+   * Declares the work queues of types a worker offers, as soon as it is heard from: a
+   * worker whose broker user may not declare queues (docs/security.md) waits for them.
+   * A failure is logged, and the next heartbeat tries again.
+   */
+  declareWorkQueues(types: readonly string[]): void {
+    for (const type of types) {
+      if (!isValidName(type)) continue;
+      const queue = this.topology.workQueue(type);
+      if (this.declaredWorkQueues.has(queue)) continue;
+      this.declareWorkQueue(queue).catch((error: unknown) =>
+        this.logger.warn({ err: error, queue }, 'could not declare the work queue of a type a worker offers'),
+      );
+    }
+  }
+
+  private async declareWorkQueue(queue: string): Promise<void> {
+    if (this.declaredWorkQueues.has(queue)) return;
+    await this.broker.declareQueue(queue);
+    this.declaredWorkQueues.add(queue);
+  }
+
   /** One round: publish every due row of one batch, mark the confirmed ones sent, set aside the undeliverable. */
   async runOnce(): Promise<{ published: number; failed: number }> {
     const rows = await this.ledger.outboxTake(this.options.batchSize);
@@ -124,13 +146,12 @@ export class OutboxRelay {
       const { body } = row;
       const queue = this.topology.workQueue(body.type);
       const declare = offered === undefined || offered.has(body.type);
-      if (declare && !this.declaredWorkQueues.has(queue)) {
-        await this.broker.declareQueue(queue).catch((error: unknown) => {
+      if (declare) {
+        await this.declareWorkQueue(queue).catch((error: unknown) => {
           // The broker refused this one queue (a closed channel, a lost connection are
           // `disconnected`): no retry will change its mind.
           throw isBrokerError(error, 'refused') ? new Undeliverable(`the broker refuses the work queue ${queue}: ${error.message}`) : error;
         });
-        this.declaredWorkQueues.add(queue);
       }
       try {
         await this.broker.sendToQueue(queue, Buffer.from(JSON.stringify(body)), {

@@ -4,6 +4,7 @@ import { LedgerError } from '../ledger/errors.js';
 import type { SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { readQueuedSubmission } from '../submission/queued.js';
 import type { Topology } from '../topology.js';
+import { tenantOfUser, type SubmitTenantSource } from './submit-tenant.js';
 
 /** Header on a dead-lettered submission saying why it was refused. */
 export const deadReasonHeader = 'planrun-dead-reason';
@@ -12,7 +13,8 @@ export const deadReasonHeader = 'planrun-dead-reason';
  * Takes submissions from the submit queue. A message is acked only after the ledger
  * committed its job; one that can never become a job (no message id to deduplicate on, or
  * a body the HTTP API would refuse too: src/submission/rules.ts) goes to the dead queue
- * with the reason, the words HTTP would answer with, and only then is acked,
+ * with the reason, the words HTTP would answer with, and only then is acked (so does one
+ * whose tenant is not its publisher's, when the tenant comes from the broker user),
  * so nothing is lost and consuming goes on. A ledger failure gives the message back.
  */
 export class SubmitConsumer {
@@ -23,12 +25,12 @@ export class SubmitConsumer {
     private readonly topology: Topology,
     private readonly submit: (params: SubmitParams) => Promise<SubmitResult>,
     private readonly logger: Logger,
+    private readonly tenantSource: SubmitTenantSource = { from: 'body' },
     private readonly retryDelayMs = 1000,
   ) {}
 
   async start(prefetch = 32): Promise<void> {
-    await this.broker.declareQueue(this.topology.submitQueue);
-    await this.broker.declareQueue(this.topology.deadQueue);
+    await this.topology.declareSubmission(this.broker);
     this.subscription = await this.broker.consume(this.topology.submitQueue, (delivery) => this.onDelivery(delivery), { prefetch });
   }
 
@@ -37,7 +39,7 @@ export class SubmitConsumer {
   }
 
   private async onDelivery(delivery: Delivery): Promise<void> {
-    const parsed = parse(delivery);
+    const parsed = parse(delivery, this.tenantSource);
     if (typeof parsed === 'string') {
       await this.deadLetter(delivery, parsed);
       return;
@@ -72,12 +74,20 @@ export class SubmitConsumer {
   }
 }
 
-/** A submission on the submit queue: the HTTP body plus the tenant; message id = idempotency key. */
-function parse(delivery: Delivery): SubmitParams | string {
+/**
+ * A submission on the submit queue: the HTTP body plus the tenant; message id =
+ * idempotency key. With the tenant taken from the broker user, the body's must be that one.
+ */
+function parse(delivery: Delivery, tenantSource: SubmitTenantSource): SubmitParams | string {
+  const owner = tenantSource.from === 'user-id' ? tenantOfUser(tenantSource, delivery.userId) : undefined;
+  if (owner && 'problem' in owner) return owner.problem;
   if (!delivery.messageId) return 'the message id must be set: it is the idempotency key that makes redelivery safe';
   const submission = readQueuedSubmission(delivery.body);
   if (typeof submission === 'string') return submission;
   const { tenant, type, input, requires, maxAttempts, timeoutSeconds } = submission;
+  if (owner && owner.tenant !== tenant) {
+    return `the body claims tenant ${JSON.stringify(tenant)}, but the broker user ${JSON.stringify(delivery.userId)} submits for tenant ${JSON.stringify(owner.tenant)}`;
+  }
   return {
     tenant,
     type,

@@ -125,7 +125,7 @@ describe('control requests in batches', () => {
 
   it('fails every request of a batch nobody answers, as each alone would have failed', async () => {
     const silent = new ControlClient(broker, new Topology('nobody-listens'), 200);
-    await broker.declareQueue(new Topology('nobody-listens').controlQueue);
+    await new Topology('nobody-listens').declareCore(broker);
     const outcomes = await Promise.allSettled([
       silent.fence({ jobId: 'a', attempt: 1, tenant: 'acme', token: 't' }),
       silent.progress({ jobId: 'b', attempt: 1, tenant: 'acme', token: 't', fraction: 0.5 }),
@@ -139,7 +139,7 @@ describe('control requests in batches', () => {
   it('hands a lease granted after the caller gave up to onLateGrant; the other requests of its batch just time out', async () => {
     const topology = new Topology('late');
     const server = core.connect();
-    await server.declareQueue(topology.controlQueue);
+    await topology.declareCore(server);
     await server.serve(topology.controlQueue, async ({ body }) => {
       await new Promise((resolve) => setTimeout(resolve, 300));
       type Request = { op: string; jobId: string; attempt: number };

@@ -194,15 +194,13 @@ export class ControlClient {
       }
     }
     try {
-      const body = await this.broker.request(
-        this.topology.controlQueue,
-        encode(single ? batch[0]!.request : { op: 'batch', requests: batch.map((pending) => pending.request) }),
-        {
-          timeoutMs,
-          ...(listensLate ? { waitMs: timeoutMs + this.lateWindowMs } : {}),
-          headers: this.headers(tenant),
-        },
-      );
+      const { queue, exchange } = this.topology.controlRoute();
+      const body = await this.broker.request(queue, encode(single ? batch[0]!.request : { op: 'batch', requests: batch.map((pending) => pending.request) }), {
+        exchange,
+        timeoutMs,
+        ...(listensLate ? { waitMs: timeoutMs + this.lateWindowMs } : {}),
+        headers: this.headers(tenant),
+      });
       const reply = decode(body) as ControlAnswer | ControlBatchReply;
       if (single || reply.op === 'error') {
         for (const pending of batch) answer(pending, reply as ControlAnswer);

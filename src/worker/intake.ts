@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Broker, Delivery, Subscription } from '../broker/broker.js';
+import { isBrokerError, type Broker, type Delivery, type Subscription } from '../broker/broker.js';
 import type { Clock } from '../core/clock.js';
 import type { LeaseReply } from '../control/protocol.js';
 import type { WorkMessage } from '../ledger/ledger.js';
@@ -11,6 +11,9 @@ import { describeError } from './describe-error.js';
 import type { LeaseBook } from './lease-book.js';
 import type { JobType } from './runner/job-type.js';
 import type { LateGrantUnused, WorkerEvents } from './worker-events.js';
+
+/** How often a worker whose work queue is not declared yet looks again. */
+const declaredQueuePollMs = 500;
 
 /** A lease won for a work message: what it takes to run the attempt. */
 export interface Grant {
@@ -85,15 +88,52 @@ export class Intake {
     return this.isClosed;
   }
 
-  /** Declares and consumes the work queue of every offered type. */
+  /**
+   * Declares and consumes the work queue of every offered type. A broker user that may
+   * not declare queues (a least-privilege worker, docs/security.md) consumes the queue
+   * the orchestrator declares: at once if it exists, else as soon as the orchestrator,
+   * hearing this worker's first heartbeat, has declared it.
+   */
   async open(): Promise<void> {
-    const { broker, topology, types, slots } = this.options;
+    const { broker, topology, types } = this.options;
+    this.consuming = true;
     for (const type of types.values()) {
       const queue = topology.workQueue(type.name);
-      await broker.declareQueue(queue);
-      this.subscriptions.push(await broker.consume(queue, (delivery) => this.onDelivery(delivery), { prefetch: slots }));
+      try {
+        await broker.declareQueue(queue);
+      } catch (error) {
+        if (!isBrokerError(error, 'refused')) throw error;
+        this.options.logger.info({ queue }, "this broker user may not declare the work queue: consuming the orchestrator's");
+      }
+      await this.consumeWhenDeclared(queue);
     }
-    this.consuming = true;
+  }
+
+  /** Consumes `queue`, or, while it does not exist, tries again every `declaredQueuePollMs` in the background. */
+  private async consumeWhenDeclared(queue: string): Promise<void> {
+    if (this.isClosed) return;
+    let subscription: Subscription;
+    try {
+      subscription = await this.options.broker.consume(queue, (delivery) => this.onDelivery(delivery), { prefetch: this.options.slots });
+    } catch (error) {
+      if (!isBrokerError(error, 'not_found')) throw error;
+      this.options.logger.info({ queue }, 'waiting for the orchestrator to declare the work queue');
+      const timer = setTimeout(() => {
+        this.pendingTimers.delete(timer);
+        this.consumeWhenDeclared(queue).catch((retryError: unknown) =>
+          this.options.logger.error({ err: retryError, queue }, 'cannot consume the work queue; this worker takes no work of its type'),
+        );
+      }, declaredQueuePollMs);
+      this.pendingTimers.add(timer);
+      return;
+    }
+    if (this.isClosed) {
+      await subscription.cancel();
+      return;
+    }
+    this.subscriptions.push(subscription);
+    // Flow control may have paused the others while this queue was awaited.
+    if (!this.consuming) await subscription.pause();
   }
 
   /** Takes no more work: the subscriptions are cancelled. */

@@ -412,6 +412,19 @@ export function brokerConformance(name: string, createFixture: () => Promise<Bro
         const client = await bed.connect();
         await assertRejectsWith(client.request(uniqueName('missing'), body('x'), { timeoutMs: 5000 }), 'unroutable');
       });
+
+      test('a request through an exchange reaches the queue bound under its name; a missing exchange or no binding rejects with unroutable', async (bed) => {
+        const server = await bed.connect();
+        const client = await bed.connect();
+        const queue = await bed.queue(server);
+        const exchange = await bed.exchange(server);
+        await server.serve(queue, (request) => body(`via ${request.body.toString()}`));
+        await assertRejectsWith(client.request(queue, body('x'), { timeoutMs: 5000, exchange: uniqueName('missing') }), 'unroutable');
+        await assertRejectsWith(client.request(queue, body('x'), { timeoutMs: 5000, exchange }), 'unroutable');
+        await server.bindQueue(queue, exchange, queue);
+        const reply = await client.request(queue, body('exchange'), { timeoutMs: 5000, exchange });
+        assert.equal(reply.toString(), 'via exchange');
+      });
     });
 
     describe('expiration', () => {

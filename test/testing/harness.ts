@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import type { Ledger, LedgerConfig, ResultMessage } from '../../src/ledger/ledger.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../../src/orchestrator/orchestrator.js';
+import type { SubmitTenantSource } from '../../src/orchestrator/submit-tenant.js';
 import { Topology } from '../../src/topology.js';
 import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import type { StoreCleanupOptions } from '../../src/orchestrator/store-cleaner.js';
@@ -43,10 +44,14 @@ export interface HarnessOptions {
   uploadGraceMs?: number;
   /** How the object store's cleaner runs (the orchestrator's default unless given). */
   storeCleanup?: StoreCleanupOptions;
+  /** Where queue submissions take their tenant from (default: their body). */
+  submitTenant?: SubmitTenantSource;
+  /** The topology prefix (default: a random one), for a test that must know it before the harness starts. */
+  prefix?: string;
 }
 
 export class Harness {
-  readonly topology = new Topology(`t${randomBytes(4).toString('hex')}`);
+  readonly topology: Topology;
   readonly dir = tempDir('planrun-harness-');
   readonly outputRoot = join(this.dir.path, 'outputs');
   readonly runLog = join(this.dir.path, 'runs.log');
@@ -56,7 +61,9 @@ export class Harness {
   private readonly closers: Array<() => Promise<void>> = [];
   private readonly queues: string[] = [];
 
-  constructor(private readonly options: HarnessOptions) {}
+  constructor(private readonly options: HarnessOptions) {
+    this.topology = new Topology(options.prefix ?? `t${randomBytes(4).toString('hex')}`);
+  }
 
   async start(): Promise<this> {
     const ledgerConfig = { leaseTtlMs: 2000, backoffBaseMs: 100, redispatchAfterMs: 5000, ...this.options.ledgerConfig };
@@ -73,6 +80,7 @@ export class Harness {
       ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
       ...(this.options.uploadGraceMs === undefined ? {} : { uploadGraceMs: this.options.uploadGraceMs }),
       ...(this.options.storeCleanup ? { storeCleanup: this.options.storeCleanup } : {}),
+      ...(this.options.submitTenant ? { submitTenant: this.options.submitTenant } : {}),
     });
     await this.orchestrator.start();
     this.closers.push(
@@ -164,7 +172,7 @@ export class Harness {
   async close(): Promise<void> {
     for (const close of this.closers.reverse()) await close().catch(() => undefined);
     for (const queue of this.queues) await this.options.broker.deleteQueue(queue).catch(() => undefined);
-    await this.options.broker.deleteExchange(this.topology.resultsExchange).catch(() => undefined);
+    for (const exchange of this.topology.exchanges) await this.options.broker.deleteExchange(exchange).catch(() => undefined);
     this.dir.remove();
   }
 }

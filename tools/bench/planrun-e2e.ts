@@ -89,7 +89,7 @@ export async function runPlanrun(
       for (const queue of [resultsQueue, topology.controlQueue, topology.submitQueue, topology.deadQueue, topology.workQueue(noopJobType)]) {
         await appBroker.deleteQueue(queue).catch(() => undefined);
       }
-      await appBroker.deleteExchange(topology.resultsExchange).catch(() => undefined);
+      for (const exchange of topology.exchanges) await appBroker.deleteExchange(exchange).catch(() => undefined);
       await appBroker.close();
     });
 

@@ -216,7 +216,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       );
     }
     const brokerArgs = (name: string): string[] => {
-      if (node) return ['--amqp', `amqp://guest:guest@127.0.0.1:${proxies.get(name)!.port}`];
+      // No password in the URL: amqplib's default is guest's, and a password in argv draws a warning.
+      if (node) return ['--amqp', `amqp://127.0.0.1:${proxies.get(name)!.port}`];
       if (name === 'orchestrator') return ['--broker-socket', brokerSocket, '--consumer-timeout', `${options.consumerTimeoutMs}ms`];
       return ['--broker-socket', proxies.get(name)!.path];
     };

@@ -7,11 +7,12 @@ import { runDemo } from '../../deploy/demo.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { formatPercent, progressBar, table } from '../job-output.js';
+import { amqpUrlFrom } from '../amqp-url.js';
 import type { DemoFlags } from './demo.js';
 
 export async function demo(flags: DemoFlags): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'planrun-demo-'));
-  const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
+  const amqp = amqpUrlFrom(flags);
   const prefix = flags.prefix ?? `planrun-demo-${process.pid}`;
   const logger = createLogger('planrun-demo', process.env.PLANRUN_LOG_LEVEL ?? 'error');
   const stack = await LocalStack.start({

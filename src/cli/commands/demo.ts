@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
+import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { positiveIntOption } from '../options.js';
 
-export interface DemoFlags {
-  amqp?: string;
+export interface DemoFlags extends AmqpFlags {
   jobs: number;
   broken: number;
   clipSeconds: number;
@@ -11,10 +11,10 @@ export interface DemoFlags {
 }
 
 export function registerDemoCommand(program: Command): void {
-  program
-    .command('demo')
-    .description('watch planrun keep its promises: transcodes on a local planrun, a worker killed mid-run, one result message per job')
-    .option('--amqp <url>', 'run the demo on RabbitMQ (or PLANRUN_AMQP_URL) instead of the embedded broker')
+  addAmqpOptions(
+    program.command('demo').description('watch planrun keep its promises: transcodes on a local planrun, a worker killed mid-run, one result message per job'),
+    'run the demo on RabbitMQ (URL without a password, or PLANRUN_AMQP_URL) instead of the embedded broker',
+  )
     .option('--jobs <n>', 'transcodes that should finish', positiveIntOption, 4)
     .option('--broken <n>', 'transcodes with a filter FFmpeg refuses (they fail once, permanently)', positiveIntOption, 2)
     .option('--clip-seconds <n>', 'length of each generated clip (rendered in real time)', positiveIntOption, 6)

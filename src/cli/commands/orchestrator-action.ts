@@ -6,19 +6,24 @@ import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
-import { amqpUrl, ledgerChoice, metricsListener, UsageError } from '../options.js';
+import { amqpUrlFrom } from '../amqp-url.js';
+import { ledgerChoice, metricsListener, UsageError } from '../options.js';
+import { submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
 export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
-  const url = amqpUrl(flags.amqp);
+  const url = amqpUrlFrom(flags);
   if (url && flags.brokerSocket) throw new UsageError('planrun orchestrator takes --amqp (RabbitMQ) or --broker-socket (embedded broker), not both');
   if (!url && !flags.brokerSocket) {
-    throw new UsageError('planrun orchestrator needs a broker: --amqp URL (or PLANRUN_AMQP_URL) for RabbitMQ, or --broker-socket PATH to run the embedded one');
+    throw new UsageError(
+      'planrun orchestrator needs a broker: --amqp-file PATH, PLANRUN_AMQP_URL or --amqp URL for RabbitMQ, or --broker-socket PATH to run the embedded one',
+    );
   }
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
+  const submitTenant = submitTenantFrom(flags, url !== undefined);
   const objectStore = await objectStoreFrom(flags);
   const storeCleanup = storeCleanupFrom(flags);
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker.
@@ -49,6 +54,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
+    submitTenant,
     objectStore,
     storeCleanup,
     ...metricsListener(flags),

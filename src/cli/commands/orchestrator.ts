@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
+import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { durationFlag } from '../options.js';
-import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
+import { addLedgerTimingOptions, addListenOptions, addSubmitTenantOptions, type SubmitTenantFlags } from '../service-options.js';
 
-export interface OrchestratorFlags extends StoreFlags {
-  amqp?: string;
+export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags {
   brokerSocket?: string;
   consumerTimeout?: number;
   ledger?: string;
@@ -23,13 +23,12 @@ export interface OrchestratorFlags extends StoreFlags {
 }
 
 export function registerOrchestratorCommand(program: Command): void {
-  addStoreOptions(
+  const command = addStoreOptions(
     addLedgerTimingOptions(
       addListenOptions(
-        program
-          .command('orchestrator')
-          .description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API')
-          .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
+        addAmqpOptions(
+          program.command('orchestrator').description('run the orchestrator: the ledger, the control plane, the outbox relay, the sweeper and the HTTP API'),
+        )
           .option(
             '--broker-socket <path>',
             'instead of RabbitMQ: run the embedded broker (stored in the data dir) and serve it on this Unix socket, for `planrun worker --broker-socket`',
@@ -52,5 +51,6 @@ export function registerOrchestratorCommand(program: Command): void {
         ),
       )
       .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun'),
-  ).action(async (flags: OrchestratorFlags) => (await import('./orchestrator-action.js')).runOrchestrator(flags));
+  );
+  addSubmitTenantOptions(command).action(async (flags: OrchestratorFlags) => (await import('./orchestrator-action.js')).runOrchestrator(flags));
 }

@@ -4,9 +4,11 @@ import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
+import { amqpUrlFrom } from '../amqp-url.js';
 import { checkJobModules } from '../job-modules.js';
 import { describeSandbox, sandboxArgs, sandboxPolicy } from '../sandbox-options.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
+import { submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
 
@@ -24,7 +26,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const logLevel = process.env.PLANRUN_LOG_LEVEL ?? 'info';
   const logFormat = process.env.PLANRUN_LOG_FORMAT === 'json' ? 'json' : 'console';
   const logger = createLogger('planrun-orchestrator', logLevel, logFormat);
-  const amqp = flags.amqp ?? process.env.PLANRUN_AMQP_URL;
+  const amqp = amqpUrlFrom(flags);
+  const submitTenant = submitTenantFrom(flags, amqp !== undefined);
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
     ...ledgerChoice(flags.ledger),
@@ -32,6 +35,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     port: flags.port,
     ...metricsListener(flags),
     ...(amqp ? { amqp } : {}),
+    submitTenant,
     ...(objectStore ? { objectStore } : {}),
     ...(storeCleanup ? { storeCleanup } : {}),
     workers: flags.workers,

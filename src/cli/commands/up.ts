@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
+import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
-import { addLedgerTimingOptions, addListenOptions } from '../service-options.js';
+import { addLedgerTimingOptions, addListenOptions, addSubmitTenantOptions, type SubmitTenantFlags } from '../service-options.js';
 import { addSandboxOptions, type SandboxFlags } from '../sandbox-options.js';
 
-export interface UpFlags extends StoreFlags, SandboxFlags {
-  amqp?: string;
+export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, SandboxFlags {
   ledger?: string;
   dataDir: string;
   host: string;
@@ -26,14 +26,14 @@ export interface UpFlags extends StoreFlags, SandboxFlags {
 }
 
 export function registerUpCommand(program: Command): void {
-  addStoreOptions(
+  const command = addStoreOptions(
     addSandboxOptions(
       addLedgerTimingOptions(
         addListenOptions(
-          program
-            .command('up')
-            .description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers')
-            .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL); without it, an embedded broker')
+          addAmqpOptions(
+            program.command('up').description('run planrun on this machine: the orchestrator with its HTTP API, and supervised local workers'),
+            'RabbitMQ URL, without a password (or PLANRUN_AMQP_URL); without any, an embedded broker',
+          )
             .option('--ledger <sqlite|url>', 'the ledger: sqlite (in the data dir) or a postgres:// URL (or PLANRUN_LEDGER)')
             .option('--data-dir <dir>', 'where the ledger, the API keys and the outputs live', './.planrun'),
         ),
@@ -52,5 +52,6 @@ export function registerUpCommand(program: Command): void {
         ),
       )
       .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun'),
-  ).action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
+  );
+  addSubmitTenantOptions(command).action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }

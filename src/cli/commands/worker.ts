@@ -3,14 +3,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { defaultInputFetching } from '../../worker/inputs/job-inputs.js';
+import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { collect, durationFlag, listOption, positiveIntOption, sizeFlag } from '../options.js';
 import { addSandboxOptions, type SandboxFlags } from '../sandbox-options.js';
 
 /** The job types planrun ships, loaded by every worker before any `--jobs` module. */
 export const builtInJobTypesModule = fileURLToPath(new URL('../../job-types/index.js', import.meta.url));
 
-export interface WorkerFlags extends SandboxFlags {
-  amqp?: string;
+export interface WorkerFlags extends AmqpFlags, SandboxFlags {
   brokerSocket?: string;
   jobs?: string[];
   slots: number;
@@ -27,9 +27,11 @@ export interface WorkerFlags extends SandboxFlags {
 }
 
 export function registerWorkerCommand(program: Command): void {
-  addSandboxOptions(program.command('worker'))
-    .description('run a worker: take work messages, lease each job, run it in a child process, store its outputs, settle it')
-    .option('--amqp <url>', 'RabbitMQ URL (or PLANRUN_AMQP_URL)')
+  addSandboxOptions(
+    addAmqpOptions(
+      program.command('worker').description('run a worker: take work messages, lease each job, run it in a child process, store its outputs, settle it'),
+    ),
+  )
     .option('--broker-socket <path>', 'the embedded broker of a running `planrun up` or `planrun orchestrator --broker-socket` (or PLANRUN_BROKER_SOCKET)')
     .option('--jobs <module>', 'a job-types module to load as well as the built-in types (repeatable)', collect)
     .option('--slots <n>', 'jobs run at once', positiveIntOption, 2)
