@@ -38,6 +38,15 @@ export interface Ledger {
   sweep(params?: SweepParams): Promise<SweepReport>;
   /** The oldest unsent outbox rows that are due, oldest first. */
   outboxTake(limit: number): Promise<OutboxMessage[]>;
+  /**
+   * The relay's take: up to `limit` due unsent rows, oldest first, that no relay claims,
+   * each claimed for `claimMs` so that the relays of other orchestrators on the same
+   * ledger take other rows meanwhile. A claim that runs out (its relay died or stalled)
+   * makes the row claimable again: nothing is lost, and a row is published twice only then.
+   */
+  outboxClaim(params: OutboxClaimParams): Promise<OutboxMessage[]>;
+  /** Ends the claims on rows the relay could not publish (the broker failed), so the next claim takes them at once. */
+  outboxUnclaim(ids: readonly number[]): Promise<void>;
   outboxMarkSent(ids: readonly number[]): Promise<void>;
   /**
    * Sets aside rows the relay can never publish (a name the broker refuses, a routing key
@@ -291,6 +300,13 @@ export interface WorkMessage {
 export type OutboxMessage =
   | { id: number; kind: 'work'; jobId: string; createdAt: number; availableAt: number; body: WorkMessage }
   | { id: number; kind: 'result'; jobId: string; createdAt: number; availableAt: number; body: ResultMessage };
+
+export interface OutboxClaimParams {
+  /** At most this many rows. */
+  limit: number;
+  /** How long the rows are this relay's before another may take them. */
+  claimMs: number;
+}
 
 export interface OutboxSetAside {
   id: number;

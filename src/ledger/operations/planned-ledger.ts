@@ -13,6 +13,7 @@ import type {
   LeaseRef,
   Ledger,
   ListJobsParams,
+  OutboxClaimParams,
   OutboxSetAside,
   RecordProgressParams,
   RejectParams,
@@ -27,7 +28,7 @@ import type {
 import { cancel } from './cancel.js';
 import { checkLease } from './check-lease.js';
 import { grantLease } from './grant-lease.js';
-import { outboxMarkSent, outboxStats, outboxTake } from './outbox.js';
+import { outboxClaim, outboxMarkSent, outboxStats, outboxTake, outboxUnclaim } from './outbox.js';
 import type { OperationEnv, Plan } from './plan.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './queries.js';
 import { recordProgress } from './record-progress.js';
@@ -98,6 +99,12 @@ export abstract class PlannedLedger implements Ledger {
   }
   outboxTake(limit: number) {
     return this.read('outboxTake', (env) => outboxTake(limit, env));
+  }
+  outboxClaim(params: OutboxClaimParams) {
+    return this.write('outboxClaim', (env) => outboxClaim(params, env));
+  }
+  outboxUnclaim(ids: readonly number[]) {
+    return this.write('outboxUnclaim', () => outboxUnclaim(ids));
   }
   outboxMarkSent(ids: readonly number[]) {
     return this.write('outboxMarkSent', (env) => outboxMarkSent(ids, env));

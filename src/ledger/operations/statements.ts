@@ -166,6 +166,16 @@ export interface LedgerStatements {
    */
   selectDueOutbox(params: { now: number; limit: number }): OutboxMessage[];
 
+  /**
+   * As selectDueOutbox, leaving out rows claimed by a relay until after now
+   * (claimed_until > now). Where the database locks rows, the rows are locked, skipping
+   * those another transaction holds (another relay is claiming them).
+   */
+  selectClaimableOutbox(params: { now: number; limit: number }): OutboxMessage[];
+
+  /** claimed_until := claimedUntil (null: no claim) for the unsent outbox rows `ids`. */
+  claimOutboxRows(params: { ids: readonly number[]; claimedUntil: number | null }): void;
+
   /** Marks the outbox rows `ids` sent at now, where not sent already. */
   markOutboxSent(params: { ids: readonly number[]; now: number }): void;
 

@@ -166,4 +166,14 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX upload_grants_open ON upload_grants (valid_until) WHERE closed_at IS NULL;
     `,
   },
+  {
+    version: 8,
+    name: 'several orchestrators on one ledger',
+    sql: `
+      -- An outbox row a relay took to publish is claimed until claimed_until (issue 12), so
+      -- that the relays of other orchestrators take other rows; a claim that runs out, its
+      -- relay gone, is taken again.
+      ALTER TABLE outbox ADD COLUMN claimed_until bigint;
+    `,
+  },
 ];

@@ -4,7 +4,7 @@
  * its Job already.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { AttemptRecord, Job, JobResult } from '../ledger.js';
+import type { AttemptRecord, Job, JobResult, OutboxKind, OutboxMessage } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
 export interface JobRow {
@@ -89,4 +89,25 @@ export function toAttempt(row: AttemptRow): AttemptRecord {
     outcome: row.outcome,
     error: row.error,
   };
+}
+
+/** An outbox row as the relay's statements read it (its body as pg parsed the json column). */
+export interface OutboxRow {
+  id: number;
+  kind: OutboxKind;
+  job_id: string;
+  body: unknown;
+  created_at: number;
+  available_at: number;
+}
+
+export function toOutboxMessage(row: OutboxRow): OutboxMessage {
+  return {
+    id: row.id,
+    kind: row.kind,
+    jobId: row.job_id,
+    createdAt: row.created_at,
+    availableAt: row.available_at,
+    body: row.body,
+  } as OutboxMessage;
 }

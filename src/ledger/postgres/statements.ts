@@ -10,7 +10,7 @@ import type { AsyncLedgerStatements, StatementParams as Params } from '../operat
 import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
 import type { PgContext } from './context.js';
-import { type AttemptRow, type JobRow, lockJobById, selectJobById, toAttempt, toJob } from './rows.js';
+import { type AttemptRow, type JobRow, lockJobById, type OutboxRow, selectJobById, toAttempt, toJob, toOutboxMessage } from './rows.js';
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = $2';
 // Per (tenant, key), taken in one order by every batch: two batches naming the same keys in
@@ -81,6 +81,11 @@ const setAsideOutboxRow = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3
 // Walks the unsent rows in id order (a partial index) and skips the few not yet due.
 const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
   WHERE sent_at IS NULL AND available_at <= $1 ORDER BY id LIMIT $2`;
+// As selectDueOutbox; rows another relay is claiming right now are skipped, not waited for.
+const selectClaimableOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+  ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const claimOutboxRows = 'UPDATE outbox SET claimed_until = $2 WHERE id = ANY($1::bigint[]) AND sent_at IS NULL';
 const markOutboxSent = 'UPDATE outbox SET sent_at = $1 WHERE id = ANY($2::bigint[]) AND sent_at IS NULL';
 const selectOutboxStats = 'SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= $1';
 
@@ -210,25 +215,15 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   async selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): Promise<OutboxMessage[]> {
-    const rows = await this.ctx.rows<{
-      id: number;
-      kind: OutboxKind;
-      job_id: string;
-      body: unknown;
-      created_at: number;
-      available_at: number;
-    }>(selectDueOutbox, [now, limit]);
-    return rows.map(
-      (row) =>
-        ({
-          id: row.id,
-          kind: row.kind,
-          jobId: row.job_id,
-          createdAt: row.created_at,
-          availableAt: row.available_at,
-          body: row.body,
-        }) as OutboxMessage,
-    );
+    return (await this.ctx.rows<OutboxRow>(selectDueOutbox, [now, limit])).map(toOutboxMessage);
+  }
+
+  async selectClaimableOutbox({ now, limit }: Params<'selectClaimableOutbox'>): Promise<OutboxMessage[]> {
+    return (await this.ctx.rows<OutboxRow>(selectClaimableOutbox, [now, limit])).map(toOutboxMessage);
+  }
+
+  async claimOutboxRows({ ids, claimedUntil }: Params<'claimOutboxRows'>): Promise<void> {
+    await this.ctx.run(claimOutboxRows, [ids, claimedUntil]);
   }
 
   async markOutboxSent({ ids, now }: Params<'markOutboxSent'>): Promise<void> {

@@ -9,7 +9,7 @@ import type { StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
 import type { SqliteContext } from './context.js';
-import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from './rows.js';
+import { type AttemptRow, type JobRow, type OutboxRow, selectJobById, toAttempt, toJob, toOutboxMessage } from './rows.js';
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
@@ -69,6 +69,11 @@ const setAsideOutboxRow = `UPDATE outbox SET sent_at = @now, set_aside_reason = 
 // Walks the unsent rows in id order and skips the few not yet due.
 const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
   WHERE sent_at IS NULL AND available_at <= ? ORDER BY id LIMIT ?`;
+// As selectDueOutbox. One process writes a SQLite ledger, so there is nothing to lock.
+const selectClaimableOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now) ORDER BY id LIMIT @limit`;
+const claimOutboxRows = `UPDATE outbox SET claimed_until = @claimedUntil
+  WHERE id IN (SELECT value FROM json_each(@ids)) AND sent_at IS NULL`;
 const markOutboxSent = 'UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL';
 const selectOutboxStats = `SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= ?`;
 
@@ -207,25 +212,15 @@ export class SqliteStatements implements LedgerStatements {
   }
 
   selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): OutboxMessage[] {
-    const rows = this.ctx.sql(selectDueOutbox).all(now, limit) as Array<{
-      id: number;
-      kind: OutboxKind;
-      job_id: string;
-      body: string;
-      created_at: number;
-      available_at: number;
-    }>;
-    return rows.map(
-      (row) =>
-        ({
-          id: row.id,
-          kind: row.kind,
-          jobId: row.job_id,
-          createdAt: row.created_at,
-          availableAt: row.available_at,
-          body: JSON.parse(row.body) as unknown,
-        }) as OutboxMessage,
-    );
+    return (this.ctx.sql(selectDueOutbox).all(now, limit) as OutboxRow[]).map(toOutboxMessage);
+  }
+
+  selectClaimableOutbox(params: Params<'selectClaimableOutbox'>): OutboxMessage[] {
+    return (this.ctx.sql(selectClaimableOutbox).all(params) as OutboxRow[]).map(toOutboxMessage);
+  }
+
+  claimOutboxRows({ ids, claimedUntil }: Params<'claimOutboxRows'>): void {
+    this.ctx.sql(claimOutboxRows).run({ ids: JSON.stringify(ids), claimedUntil });
   }
 
   markOutboxSent({ ids, now }: Params<'markOutboxSent'>): void {
