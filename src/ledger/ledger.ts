@@ -78,6 +78,29 @@ export interface Ledger {
   getAttempts(jobId: string): Promise<AttemptRecord[]>;
   listJobs(params: ListJobsParams): Promise<JobPage>;
   countJobsByState(): Promise<Record<JobState, number>>;
+  /**
+   * Tells `listener` of every job change committed through any process sharing this
+   * ledger (issue 12: several orchestrators on one PostgreSQL database), by job id, soon
+   * after its commit. Answers once the feed first connected or failed to (`interrupted`);
+   * a feed that drops says `interrupted`, then `resumed` once it reconnected: changes
+   * committed in between are not told, so a listener looks again at what it watches. A
+   * SQLite ledger is one process's: its feed tells nothing, that process knows its changes.
+   */
+  watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed>;
+  close(): Promise<void>;
+}
+
+export interface JobChangeListener {
+  /** A change to this job was committed (by this process or another). */
+  changed(jobId: string): void;
+  /** The feed is down: changes go unheard until `resumed`. */
+  interrupted(reason: string): void;
+  /** The feed is back; what changed while it was down was not told. */
+  resumed(): void;
+}
+
+export interface JobChangeFeed {
+  /** Stops the feed (and its reconnects); nothing is told after it answered. */
   close(): Promise<void>;
 }
 

@@ -12,7 +12,7 @@ import {
   type ControlAnswer,
   type ControlBatchReply,
 } from '../control/protocol.js';
-import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import type { CancelResult, Job, JobChangeFeed, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import type { S3OutputStore } from './object-store.js';
@@ -46,6 +46,11 @@ export interface OrchestratorOptions {
   /** Job types with a `type` label of their own in the metrics (default 100); the rest count as `_other`. */
   maxTypeLabels?: number;
   relay?: Partial<OutboxRelayOptions>;
+  /**
+   * While the ledger's change feed is down (several orchestrators on PostgreSQL), how
+   * often every watched job is looked at again instead (default 1 s).
+   */
+  changePollMs?: number;
   clock?: Clock;
   /**
    * The credential its workers must show (`PLANRUN_FLEET_KEY`): a control message without
@@ -88,6 +93,8 @@ export class Orchestrator {
   private readonly control: ControlHandler;
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
+  private changeFeed: JobChangeFeed | undefined;
+  private changePoll: NodeJS.Timeout | undefined;
   private readonly topology: Topology;
 
   constructor(private readonly options: OrchestratorOptions) {
@@ -170,6 +177,19 @@ export class Orchestrator {
       async (request) => encode(this.fromFleet(request.headers[fleetKeyHeader]) ? await this.answer(request.body) : unauthorized),
       { prefetch: this.options.controlConcurrency ?? 64 },
     );
+    this.changeFeed = await this.ledger.watchJobChanges({
+      changed: (jobId) => this.events.emit({ jobId, kind: 'state' }),
+      interrupted: (reason) => {
+        this.options.logger.warn({ reason }, 'job changes made through other orchestrators are polled for until the feed is back');
+        clearInterval(this.changePoll);
+        this.changePoll = setInterval(() => this.events.touchAll(), this.options.changePollMs ?? 1000);
+      },
+      resumed: () => {
+        this.options.logger.info('the ledger change feed is back');
+        this.stopChangePoll();
+        this.events.touchAll();
+      },
+    });
     this.relay.start();
     this.sweeper.start();
     this.storeCleaner?.start();
@@ -226,6 +246,18 @@ export class Orchestrator {
     await this.sweeper.stop();
     await this.storeCleaner?.stop();
     await this.relay.stop();
+    await this.changeFeed?.close();
+    this.stopChangePoll();
+  }
+
+  /** Whether changes made through other orchestrators are heard as they commit (false: polled for, the feed is down). */
+  get changeFeedLive(): boolean {
+    return this.changeFeed !== undefined && this.changePoll === undefined;
+  }
+
+  private stopChangePoll(): void {
+    clearInterval(this.changePoll);
+    this.changePoll = undefined;
   }
 
   /** Whether a control message carries the fleet key, when the orchestrator has one. */

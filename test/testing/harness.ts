@@ -48,6 +48,8 @@ export interface HarnessOptions {
   openLedger?: (config: Partial<LedgerConfig>) => Promise<Ledger>;
   /** Relay settings (short intervals unless given). */
   relay?: Partial<OutboxRelayOptions>;
+  /** How often watched jobs are looked at while the ledger's change feed is down (the orchestrator's default unless given). */
+  changePollMs?: number;
 }
 
 export class Harness {
@@ -93,6 +95,7 @@ export class Harness {
       leaseTtlMs: ledgerConfig.leaseTtlMs,
       sweepIntervalMs: this.options.sweepIntervalMs ?? 100,
       relay: { idleIntervalMs: 50, retryIntervalMs: 200, ...this.options.relay },
+      ...(this.options.changePollMs === undefined ? {} : { changePollMs: this.options.changePollMs }),
       ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
       ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
       ...(this.options.uploadGraceMs === undefined ? {} : { uploadGraceMs: this.options.uploadGraceMs }),

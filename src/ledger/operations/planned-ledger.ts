@@ -10,6 +10,8 @@ import type {
   CancelParams,
   ClaimUploadCleanupsParams,
   GrantLeaseParams,
+  JobChangeFeed,
+  JobChangeListener,
   LeaseRef,
   Ledger,
   ListJobsParams,
@@ -60,6 +62,8 @@ export abstract class PlannedLedger implements Ledger {
 
   /** Runs the plan `make` makes (reads only) on what is committed, outside any explicit transaction. */
   protected abstract read<T>(operation: string, make: MakePlan<T>): Promise<T>;
+
+  abstract watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed>;
 
   abstract close(): Promise<void>;
 

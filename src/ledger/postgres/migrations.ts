@@ -174,6 +174,18 @@ export const migrations: readonly Migration[] = [
       -- that the relays of other orchestrators take other rows; a claim that runs out, its
       -- relay gone, is taken again.
       ALTER TABLE outbox ADD COLUMN claimed_until bigint;
+
+      -- Every change to a job is announced on '<schema>.jobs' (payload: the job id) in the
+      -- transaction that makes it, so the event streams of every orchestrator see changes
+      -- made through another (job-change-feed.ts); a rolled-back change announces nothing.
+      CREATE FUNCTION planrun_announce_job_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.jobs', NEW.id);
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER jobs_announce_change AFTER INSERT OR UPDATE ON jobs
+      FOR EACH ROW EXECUTE FUNCTION planrun_announce_job_change();
     `,
   },
 ];

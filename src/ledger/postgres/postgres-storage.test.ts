@@ -72,7 +72,7 @@ describe('postgres ledger storage', () => {
       const triggers = (
         await schemas.admin.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [`${schema}.jobs`])
       ).rows.map((r) => r.tgname);
-      assert.deepEqual(triggers, ['jobs_attempt_grows', 'jobs_state_edges', 'jobs_terminal_frozen']);
+      assert.deepEqual(triggers, ['jobs_announce_change', 'jobs_attempt_grows', 'jobs_state_edges', 'jobs_terminal_frozen']);
     });
   });
 
