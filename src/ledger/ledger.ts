@@ -23,6 +23,16 @@ export interface Ledger {
   submitMany(params: SubmitParams[]): Promise<SubmitResult[]>;
   grantLease(params: GrantLeaseParams): Promise<GrantLeaseResult>;
   renewLeases(params: RenewLeasesParams): Promise<RenewLeasesResult>;
+  /**
+   * One worker heartbeat, in one transaction: records the worker's report in the fleet,
+   * then renews its leases as renewLeases does. The report is refused, and no lease
+   * renewed, when a member of that name was heard from within `windowMs` with another
+   * proof: someone else is speaking for that worker, whose name is public (issue 18). The
+   * name is free again once its member left the window.
+   */
+  heartbeat(params: HeartbeatParams): Promise<HeartbeatResult>;
+  /** The fleet: the workers heard from within `windowMs`, by name, as their last heartbeat reported. */
+  listFleet(params: { windowMs: number }): Promise<FleetRecord[]>;
   checkLease(params: LeaseRef): Promise<CheckLeaseResult>;
   recordProgress(params: RecordProgressParams): Promise<FenceResult>;
   settle(params: SettleParams): Promise<SettleResult>;
@@ -239,6 +249,32 @@ export type LeaseLoss = (typeof LeaseLoss)[keyof typeof LeaseLoss];
 export interface RenewLeasesResult {
   renewed: Array<{ jobId: string; attempt: number; deadline: number }>;
   lost: Array<{ jobId: string; attempt: number; reason: LeaseLoss }>;
+}
+
+/** What a worker says about itself with every heartbeat. */
+export interface WorkerReport {
+  worker: string;
+  jobTypes: string[];
+  capabilities: string[];
+  /** The job types it has but does not offer, each with the capabilities it lacks for it. */
+  heldBack: Array<{ type: string; missing: string[] }>;
+  slots: number;
+  running: number;
+}
+
+export interface HeartbeatParams extends RenewLeasesParams {
+  report: WorkerReport;
+  /** The digest of the worker process's secret. */
+  proof: string;
+  /** How long a member counts as heard from: the fleet window. */
+  windowMs: number;
+}
+
+/** `heardAt`: the member's last heartbeat as recorded (the ledger's time). */
+export type HeartbeatResult = ({ recorded: true; heardAt: number } & RenewLeasesResult) | { recorded: false };
+
+export interface FleetRecord extends WorkerReport {
+  lastHeartbeat: number;
 }
 
 export type CheckLeaseResult = { live: true; deadline: number } | { live: false; reason: LeaseLoss };

@@ -17,6 +17,7 @@ import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import type { S3OutputStore } from './object-store.js';
 import { Fleet, type FleetMember } from './fleet.js';
+import { Loop } from './loop.js';
 import { JobEvents } from './job-events.js';
 import { OrchestratorMetrics } from './metrics.js';
 import { missingCapability, offeredJobTypes, type DeclaredFleet } from './routing.js';
@@ -37,6 +38,8 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   /** A worker not heard from for this long leaves the fleet. */
   fleetWindowMs?: number;
+  /** How often the fleet the ledger holds (heard by every orchestrator sharing it) is read into this one's (default 1 s). */
+  fleetRefreshMs?: number;
   /** After a start on a ledger that holds jobs, how long the fleet refills before it judges routing (default: the lease TTL). */
   fleetRefillMs?: number;
   /** Job types and capabilities counted as present even before any worker is heard from. */
@@ -94,6 +97,7 @@ export class Orchestrator {
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
   private changeFeed: JobChangeFeed | undefined;
+  private readonly fleetRefresh: Loop;
   private changePoll: NodeJS.Timeout | undefined;
   private readonly topology: Topology;
 
@@ -155,6 +159,10 @@ export class Orchestrator {
       },
       () => this.fleet.typesWithFreeSlots(),
     );
+    this.fleetRefresh = new Loop('fleet refresh', options.logger.child({ part: 'fleet' }), async () => {
+      this.fleet.merge(await this.ledger.listFleet({ windowMs: this.fleet.windowMs }));
+      return options.fleetRefreshMs ?? 1000;
+    });
     this.storeCleaner = options.objectStore
       ? new StoreCleaner(
           options.ledger,
@@ -191,6 +199,7 @@ export class Orchestrator {
       },
     });
     this.relay.start();
+    this.fleetRefresh.start();
     this.sweeper.start();
     this.storeCleaner?.start();
     await this.submitConsumer.start();
@@ -246,6 +255,7 @@ export class Orchestrator {
     await this.sweeper.stop();
     await this.storeCleaner?.stop();
     await this.relay.stop();
+    await this.fleetRefresh.stop();
     await this.changeFeed?.close();
     this.stopChangePoll();
   }

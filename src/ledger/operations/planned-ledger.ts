@@ -10,6 +10,7 @@ import type {
   CancelParams,
   ClaimUploadCleanupsParams,
   GrantLeaseParams,
+  HeartbeatParams,
   JobChangeFeed,
   JobChangeListener,
   LeaseRef,
@@ -29,6 +30,7 @@ import type {
 } from '../ledger.js';
 import { cancel } from './cancel.js';
 import { checkLease } from './check-lease.js';
+import { heartbeat, listFleet } from './fleet.js';
 import { grantLease } from './grant-lease.js';
 import { outboxClaim, outboxMarkSent, outboxStats, outboxTake, outboxUnclaim } from './outbox.js';
 import type { OperationEnv, Plan } from './plan.js';
@@ -79,6 +81,12 @@ export abstract class PlannedLedger implements Ledger {
   }
   renewLeases(params: RenewLeasesParams) {
     return this.write('renewLeases', (env) => renewLeases(params, env));
+  }
+  heartbeat(params: HeartbeatParams) {
+    return this.write('heartbeat', (env) => heartbeat(params, env));
+  }
+  listFleet(params: { windowMs: number }) {
+    return this.read('listFleet', (env) => listFleet(params, env));
   }
   checkLease(params: LeaseRef) {
     return this.read('checkLease', (env) => checkLease(params, env));

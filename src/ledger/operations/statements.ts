@@ -16,7 +16,18 @@
  *   - times are the plan's `now` (OperationEnv), never read by a statement.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../ledger.js';
+import type {
+  AttemptKey,
+  AttemptRecord,
+  FleetRecord,
+  Job,
+  OutboxKind,
+  OutboxMessage,
+  OutboxStats,
+  ResultMessage,
+  WorkMessage,
+  WorkerReport,
+} from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
@@ -232,6 +243,18 @@ export interface LedgerStatements {
 
   /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
   postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
+
+  // The fleet.
+
+  /**
+   * Guarded upsert of the worker's fleet row: the report, the proof and last_heartbeat :=
+   * now, where the worker has no row, or its row has the same proof, or its last heartbeat
+   * was before `freeBefore`. Answers whether the row was written.
+   */
+  upsertFleetMember(params: { report: WorkerReport; proof: string; now: number; freeBefore: number }): boolean;
+
+  /** The fleet rows heard from at `heardSince` or later, by worker name. */
+  selectFleet(params: { heardSince: number }): FleetRecord[];
 
   // Upload grants: the attempts the fence handed presigned upload URLs, for the store cleaner.
 
