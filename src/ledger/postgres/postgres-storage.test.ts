@@ -218,6 +218,20 @@ describe('postgres ledger storage', () => {
     });
   });
 
+  it('three relays claiming the same outbox at once each take different rows, and together all of them', async () => {
+    await withSharedSchema(3, new ManualClock(), async (ledgers) => {
+      const jobs = await ledgers[0]!.submitMany(Array.from({ length: 300 }, () => submitParams()));
+      const claimed: number[] = [];
+      for (;;) {
+        const batches = await Promise.all(ledgers.map((ledger) => ledger.outboxClaim({ limit: 25, claimMs: 60_000 })));
+        if (batches.every((batch) => batch.length === 0)) break;
+        claimed.push(...batches.flat().map((row) => row.id));
+      }
+      assert.equal(claimed.length, jobs.length, 'every row claimed');
+      assert.equal(new Set(claimed).size, claimed.length, 'no row claimed twice');
+    });
+  });
+
   it('an unreachable server is ledger_unavailable, naming host, port and database but not the password', async () => {
     const error = await rejectsWith(
       openPostgresLedger({ connectionString: 'postgres://planrun:s3cret-pw@127.0.0.1:1/ledgerdb', connectionTimeoutMs: 2_000 }),
