@@ -23,6 +23,16 @@ export interface Ledger {
   submitMany(params: SubmitParams[]): Promise<SubmitResult[]>;
   grantLease(params: GrantLeaseParams): Promise<GrantLeaseResult>;
   renewLeases(params: RenewLeasesParams): Promise<RenewLeasesResult>;
+  /**
+   * One worker heartbeat, in one transaction: records the worker's report in the fleet,
+   * then renews its leases as renewLeases does. The report is refused, and no lease
+   * renewed, when a member of that name was heard from within `windowMs` with another
+   * proof: someone else is speaking for that worker, whose name is public (issue 18). The
+   * name is free again once its member left the window.
+   */
+  heartbeat(params: HeartbeatParams): Promise<HeartbeatResult>;
+  /** The fleet: the workers heard from within `windowMs`, by name, as their last heartbeat reported. */
+  listFleet(params: { windowMs: number }): Promise<FleetRecord[]>;
   checkLease(params: LeaseRef): Promise<CheckLeaseResult>;
   recordProgress(params: RecordProgressParams): Promise<FenceResult>;
   settle(params: SettleParams): Promise<SettleResult>;
@@ -38,6 +48,15 @@ export interface Ledger {
   sweep(params?: SweepParams): Promise<SweepReport>;
   /** The oldest unsent outbox rows that are due, oldest first. */
   outboxTake(limit: number): Promise<OutboxMessage[]>;
+  /**
+   * The relay's take: up to `limit` due unsent rows, oldest first, that no relay claims,
+   * each claimed for `claimMs` so that the relays of other orchestrators on the same
+   * ledger take other rows meanwhile. A claim that runs out (its relay died or stalled)
+   * makes the row claimable again: nothing is lost, and a row is published twice only then.
+   */
+  outboxClaim(params: OutboxClaimParams): Promise<OutboxMessage[]>;
+  /** Ends the claims on rows the relay could not publish (the broker failed), so the next claim takes them at once. */
+  outboxUnclaim(ids: readonly number[]): Promise<void>;
   outboxMarkSent(ids: readonly number[]): Promise<void>;
   /**
    * Sets aside rows the relay can never publish (a name the broker refuses, a routing key
@@ -69,6 +88,29 @@ export interface Ledger {
   getAttempts(jobId: string): Promise<AttemptRecord[]>;
   listJobs(params: ListJobsParams): Promise<JobPage>;
   countJobsByState(): Promise<Record<JobState, number>>;
+  /**
+   * Tells `listener` of every job change committed through any process sharing this
+   * ledger (issue 12: several orchestrators on one PostgreSQL database), by job id, soon
+   * after its commit. Answers once the feed first connected or failed to (`interrupted`);
+   * a feed that drops says `interrupted`, then `resumed` once it reconnected: changes
+   * committed in between are not told, so a listener looks again at what it watches. A
+   * SQLite ledger is one process's: its feed tells nothing, that process knows its changes.
+   */
+  watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed>;
+  close(): Promise<void>;
+}
+
+export interface JobChangeListener {
+  /** A change to this job was committed (by this process or another). */
+  changed(jobId: string): void;
+  /** The feed is down: changes go unheard until `resumed`. */
+  interrupted(reason: string): void;
+  /** The feed is back; what changed while it was down was not told. */
+  resumed(): void;
+}
+
+export interface JobChangeFeed {
+  /** Stops the feed (and its reconnects); nothing is told after it answered. */
   close(): Promise<void>;
 }
 
@@ -213,6 +255,32 @@ export interface RenewLeasesResult {
   lost: Array<{ jobId: string; attempt: number; reason: LeaseLoss }>;
 }
 
+/** What a worker says about itself with every heartbeat. */
+export interface WorkerReport {
+  worker: string;
+  jobTypes: string[];
+  capabilities: string[];
+  /** The job types it has but does not offer, each with the capabilities it lacks for it. */
+  heldBack: Array<{ type: string; missing: string[] }>;
+  slots: number;
+  running: number;
+}
+
+export interface HeartbeatParams extends RenewLeasesParams {
+  report: WorkerReport;
+  /** The digest of the worker process's secret. */
+  proof: string;
+  /** How long a member counts as heard from: the fleet window. */
+  windowMs: number;
+}
+
+/** `heardAt`: the member's last heartbeat as recorded (the ledger's time). */
+export type HeartbeatResult = ({ recorded: true; heardAt: number } & RenewLeasesResult) | { recorded: false };
+
+export interface FleetRecord extends WorkerReport {
+  lastHeartbeat: number;
+}
+
 export type CheckLeaseResult = { live: true; deadline: number } | { live: false; reason: LeaseLoss };
 
 export type FenceResult = { accepted: true } | { accepted: false; reason: LeaseLoss };
@@ -295,6 +363,13 @@ export interface WorkMessage {
 export type OutboxMessage =
   | { id: number; kind: 'work'; jobId: string; createdAt: number; availableAt: number; body: WorkMessage }
   | { id: number; kind: 'result'; jobId: string; createdAt: number; availableAt: number; body: ResultMessage };
+
+export interface OutboxClaimParams {
+  /** At most this many rows. */
+  limit: number;
+  /** How long the rows are this relay's before another may take them. */
+  claimMs: number;
+}
 
 export interface OutboxSetAside {
   id: number;

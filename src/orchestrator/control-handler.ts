@@ -130,18 +130,24 @@ export class ControlHandler {
       slots: request.slots,
       running: request.leases.length,
     };
-    if (!this.fleet.record(report, proofOf(request.secret))) {
+    // One transaction: the fleet row (refused when another process holds the name, on any
+    // orchestrator sharing the ledger) and the leases it renews.
+    const result = await this.ledger.heartbeat({
+      worker: request.worker,
+      report,
+      proof: proofOf(request.secret),
+      windowMs: this.fleet.windowMs,
+      leases: request.leases.map(({ jobId, attempt, token }) => ({ jobId, attempt, token })),
+    });
+    if (!result.recorded) {
       return {
         op: 'error',
         code: ControlErrorCode.workerConflict,
         message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process`,
       };
     }
+    this.fleet.record(report, result.heardAt);
     this.observer?.heard?.(report);
-    const result = await this.ledger.renewLeases({
-      worker: request.worker,
-      leases: request.leases.map(({ jobId, attempt, token }) => ({ jobId, attempt, token })),
-    });
     return {
       op: 'heartbeat',
       ttlMs: this.config.leaseTtlMs,

@@ -45,11 +45,11 @@ describe('the fleet after an orchestrator start', () => {
 
     const again = await started('restarted.db', clock);
     try {
-      again.orchestrator.fleet.record(ghost, 'proof-of-ghost');
+      again.orchestrator.fleet.record(ghost);
       const early = await again.orchestrator.submit({ tenant: 'acme', type: 'render', input: {} });
       assert.equal(early.job.state, 'queued', 'the render workers may not have spoken yet');
       clock.advance(leaseTtlMs);
-      again.orchestrator.fleet.record(ghost, 'proof-of-ghost');
+      again.orchestrator.fleet.record(ghost);
       const late = await again.orchestrator.submit({ tenant: 'acme', type: 'render', input: {} });
       assert.deepEqual([late.job.state, late.job.failureReason], ['failed', 'unroutable'], 'every live worker has been heard from by now');
     } finally {
@@ -61,7 +61,7 @@ describe('the fleet after an orchestrator start', () => {
     const clock = new ManualClock();
     const fresh = await started('fresh.db', clock);
     try {
-      fresh.orchestrator.fleet.record(ghost, 'proof-of-ghost');
+      fresh.orchestrator.fleet.record(ghost);
       const { job } = await fresh.orchestrator.submit({ tenant: 'acme', type: 'render', input: {} });
       assert.deepEqual([job.state, job.failureReason], ['failed', 'unroutable']);
     } finally {

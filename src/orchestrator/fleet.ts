@@ -16,37 +16,34 @@ export interface FleetMember extends WorkerReport {
   lastHeartbeat: number;
 }
 
-interface Entry {
-  member: FleetMember;
-  /** The digest of the worker process's secret that first spoke for this name. */
-  proof: string;
-}
-
 /**
- * The workers seen lately, from their heartbeats. Kept in memory: after an orchestrator
- * restart the fleet refills within one heartbeat interval, and until it has (see
- * refillFor) it does not say what is missing.
+ * The workers seen lately, as this orchestrator knows them: the heartbeats it answered
+ * (each recorded in the ledger first, which refuses a name another worker process holds)
+ * and, merged every refresh, the fleet the ledger holds, heard by every orchestrator
+ * sharing it. After an orchestrator restart it does not say what is missing until it
+ * has refilled (see refillFor).
  */
 export class Fleet {
-  private readonly members = new Map<string, Entry>();
+  private readonly members = new Map<string, FleetMember>();
   private refilledAt = 0;
 
   constructor(
     private readonly clock: Clock,
     /** A worker not heard from for this long no longer counts. */
-    private readonly windowMs: number,
+    readonly windowMs: number,
   ) {}
 
-  /**
-   * Records a heartbeat's report, unless a live member of that name was recorded with
-   * another proof: then it is someone else speaking for that worker (its name is public),
-   * and nothing changes. A name is free again once its member left the window.
-   */
-  record(report: WorkerReport, proof: string): boolean {
-    const known = this.members.get(report.worker);
-    if (known && known.proof !== proof && this.isLive(known.member)) return false;
-    this.members.set(report.worker, { member: { ...report, lastHeartbeat: this.clock.now() }, proof });
-    return true;
+  /** Records a heartbeat's report the ledger accepted, heard at `heardAt` (the ledger's time; now unless given). */
+  record(report: WorkerReport, heardAt = this.clock.now()): void {
+    this.members.set(report.worker, { ...report, lastHeartbeat: heardAt });
+  }
+
+  /** Takes in the fleet the ledger holds: each member heard from later than this orchestrator last heard it. */
+  merge(members: readonly FleetMember[]): void {
+    for (const member of members) {
+      const known = this.members.get(member.worker);
+      if (!known || known.lastHeartbeat < member.lastHeartbeat) this.members.set(member.worker, member);
+    }
   }
 
   /**
@@ -79,8 +76,8 @@ export class Fleet {
 
   /** The members heard from within the window; forgets the others. */
   list(): FleetMember[] {
-    for (const [id, entry] of this.members) if (!this.isLive(entry.member)) this.members.delete(id);
-    return [...this.members.values()].map((entry) => entry.member);
+    for (const [id, member] of this.members) if (!this.isLive(member)) this.members.delete(id);
+    return [...this.members.values()];
   }
 
   private isLive(member: FleetMember): boolean {

@@ -1,6 +1,7 @@
 /**
  * In-process notifications that a job changed: its state (submit, lease, settle, sweep,
- * cancel, reject) or its progress. They carry only the job id: a listener
+ * cancel, reject) or its progress, whether through this orchestrator or, told by the
+ * ledger's change feed, through another sharing its ledger. They carry only the job id: a listener
  * reads the job from the ledger, which stays the one record, so a missed or reordered
  * notification can never show a state that was not committed.
  */
@@ -28,6 +29,11 @@ export class JobEvents {
   onAny(listener: (change: JobChange) => void): () => void {
     this.all.add(listener);
     return () => this.all.delete(listener);
+  }
+
+  /** Tells every listener of one job to look again (changes may have gone unheard). */
+  touchAll(): void {
+    for (const jobId of [...this.byJob.keys()]) this.emit({ jobId, kind: 'state' });
   }
 
   emit(change: JobChange): void {

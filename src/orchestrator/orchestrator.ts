@@ -12,11 +12,12 @@ import {
   type ControlAnswer,
   type ControlBatchReply,
 } from '../control/protocol.js';
-import type { CancelResult, Job, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import type { CancelResult, Job, JobChangeFeed, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import type { S3OutputStore } from './object-store.js';
 import { Fleet, type FleetMember } from './fleet.js';
+import { Loop } from './loop.js';
 import { JobEvents } from './job-events.js';
 import { OrchestratorMetrics } from './metrics.js';
 import { missingCapability, offeredJobTypes, type DeclaredFleet } from './routing.js';
@@ -38,6 +39,8 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   /** A worker not heard from for this long leaves the fleet. */
   fleetWindowMs?: number;
+  /** How often the fleet the ledger holds (heard by every orchestrator sharing it) is read into this one's (default 1 s). */
+  fleetRefreshMs?: number;
   /** After a start on a ledger that holds jobs, how long the fleet refills before it judges routing (default: the lease TTL). */
   fleetRefillMs?: number;
   /** Job types and capabilities counted as present even before any worker is heard from. */
@@ -47,6 +50,11 @@ export interface OrchestratorOptions {
   /** Job types with a `type` label of their own in the metrics (default 100); the rest count as `_other`. */
   maxTypeLabels?: number;
   relay?: Partial<OutboxRelayOptions>;
+  /**
+   * While the ledger's change feed is down (several orchestrators on PostgreSQL), how
+   * often every watched job is looked at again instead (default 1 s).
+   */
+  changePollMs?: number;
   clock?: Clock;
   /**
    * The credential its workers must show (`PLANRUN_FLEET_KEY`): a control message without
@@ -91,6 +99,9 @@ export class Orchestrator {
   private readonly control: ControlHandler;
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
+  private changeFeed: JobChangeFeed | undefined;
+  private readonly fleetRefresh: Loop;
+  private changePoll: NodeJS.Timeout | undefined;
   private readonly topology: Topology;
 
   constructor(private readonly options: OrchestratorOptions) {
@@ -159,6 +170,10 @@ export class Orchestrator {
       },
       () => this.fleet.typesWithFreeSlots(),
     );
+    this.fleetRefresh = new Loop('fleet refresh', options.logger.child({ part: 'fleet' }), async () => {
+      this.fleet.merge(await this.ledger.listFleet({ windowMs: this.fleet.windowMs }));
+      return options.fleetRefreshMs ?? 1000;
+    });
     this.storeCleaner = options.objectStore
       ? new StoreCleaner(
           options.ledger,
@@ -181,7 +196,21 @@ export class Orchestrator {
       async (request) => encode(this.fromFleet(request.headers[fleetKeyHeader]) ? await this.answer(request.body) : unauthorized),
       { prefetch: this.options.controlConcurrency ?? 64 },
     );
+    this.changeFeed = await this.ledger.watchJobChanges({
+      changed: (jobId) => this.events.emit({ jobId, kind: 'state' }),
+      interrupted: (reason) => {
+        this.options.logger.warn({ reason }, 'job changes made through other orchestrators are polled for until the feed is back');
+        clearInterval(this.changePoll);
+        this.changePoll = setInterval(() => this.events.touchAll(), this.options.changePollMs ?? 1000);
+      },
+      resumed: () => {
+        this.options.logger.info('the ledger change feed is back');
+        this.stopChangePoll();
+        this.events.touchAll();
+      },
+    });
     this.relay.start();
+    this.fleetRefresh.start();
     this.sweeper.start();
     this.storeCleaner?.start();
     await this.submitConsumer.start();
@@ -237,6 +266,19 @@ export class Orchestrator {
     await this.sweeper.stop();
     await this.storeCleaner?.stop();
     await this.relay.stop();
+    await this.fleetRefresh.stop();
+    await this.changeFeed?.close();
+    this.stopChangePoll();
+  }
+
+  /** Whether changes made through other orchestrators are heard as they commit (false: polled for, the feed is down). */
+  get changeFeedLive(): boolean {
+    return this.changeFeed !== undefined && this.changePoll === undefined;
+  }
+
+  private stopChangePoll(): void {
+    clearInterval(this.changePoll);
+    this.changePoll = undefined;
   }
 
   /** Whether a control message carries the fleet key, when the orchestrator has one. */

@@ -13,9 +13,16 @@ export interface OutboxRelayOptions {
   idleIntervalMs: number;
   /** How long to wait after a failed publish before trying again. */
   retryIntervalMs: number;
+  /**
+   * How long a batch's rows are this relay's (ledger.outboxClaim): relays of other
+   * orchestrators take other rows meanwhile, and take these once the claim runs out should
+   * this relay die or stall. Longer than a batch takes to publish, or a slow batch is
+   * published twice; short, since a dead relay's rows wait that long.
+   */
+  claimMs: number;
 }
 
-export const defaultOutboxRelayOptions: OutboxRelayOptions = { batchSize: 200, idleIntervalMs: 250, retryIntervalMs: 1000 };
+export const defaultOutboxRelayOptions: OutboxRelayOptions = { batchSize: 200, idleIntervalMs: 250, retryIntervalMs: 1000, claimMs: 5000 };
 
 /** What the relay asks of the orchestrator around it. */
 export interface OutboxRelayHooks {
@@ -35,7 +42,10 @@ class Undeliverable extends Error {}
 
 /**
  * Publishes outbox rows to the broker and marks each one sent only after the broker
- * confirmed it. A crash between the confirm and the mark sends the row again: work
+ * confirmed it. Each batch is claimed in the ledger first, so the relays of several
+ * orchestrators on one ledger publish different rows; a relay that dies holding a claim
+ * leaves its rows to the others once the claim runs out. A crash between the confirm and
+ * the mark (or a claim that ran out mid-publish) sends the row again: work
  * messages are deduplicated by the lease, result messages carry the job id as their
  * message id, so a consumer sees the same id twice, never two answers.
  *
@@ -108,22 +118,28 @@ export class OutboxRelay {
 
   /** One round: publish every due row of one batch, mark the confirmed ones sent, set aside the undeliverable. */
   async runOnce(): Promise<{ published: number; failed: number }> {
-    const rows = await this.ledger.outboxTake(this.options.batchSize);
+    const rows = await this.ledger.outboxClaim({ limit: this.options.batchSize, claimMs: this.options.claimMs });
     if (rows.length === 0) return { published: 0, failed: 0 };
     const offered = this.hooks.offeredTypes();
     const outcomes = await Promise.allSettled(rows.map((row) => this.publish(row, offered)));
     const sent = rows.filter((_, i) => outcomes[i]!.status === 'fulfilled').map((row) => row.id);
     const undeliverable: Array<{ row: OutboxMessage; reason: string }> = [];
     const failures: unknown[] = [];
+    const unconfirmed: number[] = [];
     outcomes.forEach((outcome, i) => {
       if (outcome.status === 'fulfilled') return;
       if (outcome.reason instanceof Undeliverable) undeliverable.push({ row: rows[i]!, reason: outcome.reason.message });
-      else failures.push(outcome.reason);
+      else {
+        failures.push(outcome.reason);
+        unconfirmed.push(rows[i]!.id);
+      }
     });
     if (sent.length > 0) await this.ledger.outboxMarkSent(sent);
     if (undeliverable.length > 0) await this.setAside(undeliverable);
     if (failures.length > 0) {
       this.logger.warn({ failed: failures.length, error: String(failures[0]) }, 'outbox rows not confirmed; will retry');
+      // Tried again after the retry interval, by this relay or another, not a claim later.
+      await this.ledger.outboxUnclaim(unconfirmed);
     }
     // Set-aside rows count as done: the next batch may follow at once.
     return { published: sent.length + undeliverable.length, failed: failures.length };

@@ -60,11 +60,11 @@ describe('sweeper redispatch', () => {
       assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [], 'no worker at all: the messages wait in the queue');
 
       clock.advance(redispatchAfterMs + 1);
-      orchestrator.fleet.record(heartbeat('w-busy', ['render', 'transcode'], 2), 'proof-w-busy');
+      orchestrator.fleet.record(heartbeat('w-busy', ['render', 'transcode'], 2));
       assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [], 'every slot busy: still only waiting');
 
       clock.advance(redispatchAfterMs + 1);
-      orchestrator.fleet.record(heartbeat('w-idle', ['render'], 1), 'proof-w-idle');
+      orchestrator.fleet.record(heartbeat('w-idle', ['render'], 1));
       assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [render.id], 'a render worker stands idle: the render message is lost or stuck');
       assert.deepEqual(
         (await ledger.outboxTake(10)).map((row) => row.jobId),

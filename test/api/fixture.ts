@@ -10,7 +10,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import { KeyStore } from '../../src/keys/key-store.js';
 import type { LedgerConfig } from '../../src/ledger/ledger.js';
 import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
-import { Harness } from '../testing/harness.js';
+import { Harness, type HarnessOptions } from '../testing/harness.js';
 import { buildApi, type ApiLimits } from '../../src/api/api.js';
 
 export interface ApiFixture {
@@ -33,6 +33,9 @@ export interface ApiFixtureOptions {
   serveOutputs?: boolean;
   /** An object store for the orchestrator (uploads, presigned output URLs). */
   objectStore?: S3OutputStore;
+  /** The harness's ledger opener and change poll (default: SQLite, the orchestrator's poll). */
+  openLedger?: HarnessOptions['openLedger'];
+  changePollMs?: number;
 }
 
 export async function startApi(broker: Broker, options: ApiFixtureOptions = {}): Promise<ApiFixture> {
@@ -40,6 +43,8 @@ export async function startApi(broker: Broker, options: ApiFixtureOptions = {}):
     broker,
     ledgerConfig: options.ledgerConfig,
     ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+    ...(options.openLedger ? { openLedger: options.openLedger } : {}),
+    ...(options.changePollMs === undefined ? {} : { changePollMs: options.changePollMs }),
   }).start();
   const keys = KeyStore.open(harness.dir.path);
   const app = buildApi({

@@ -1,5 +1,5 @@
 /**
- * Starts an orchestrator (SQLite ledger in a temp dir) and workers for integration
+ * Starts an orchestrator (SQLite ledger in a temp dir, unless given another) and workers for integration
  * tests, on whatever Broker connections the test gives, under a topology prefix of its
  * own so tests never see each other's messages. Everything it starts, `close` stops.
  */
@@ -16,6 +16,7 @@ import type { SubmitTenantSource } from '../../src/orchestrator/submit-tenant.js
 import { Topology } from '../../src/topology.js';
 import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import type { StoreCleanupOptions } from '../../src/orchestrator/store-cleaner.js';
+import type { OutboxRelayOptions } from '../../src/orchestrator/outbox-relay.js';
 import { DirectoryOutputStore } from '../../src/worker/output-store.js';
 import { loadJobTypes } from '../../src/worker/runner/job-type.js';
 import { ProcessPool } from '../../src/worker/runner/pool.js';
@@ -48,6 +49,12 @@ export interface HarnessOptions {
   submitTenant?: SubmitTenantSource;
   /** The topology prefix (default: a random one), for a test that must know it before the harness starts. */
   prefix?: string;
+  /** Opens the ledger (default: SQLite in the harness's folder); `startOrchestrator` calls it for each orchestrator. */
+  openLedger?: (config: Partial<LedgerConfig>) => Promise<Ledger>;
+  /** Relay settings (short intervals unless given). */
+  relay?: Partial<OutboxRelayOptions>;
+  /** How often watched jobs are looked at while the ledger's change feed is down (the orchestrator's default unless given). */
+  changePollMs?: number;
 }
 
 export class Harness {
@@ -66,27 +73,7 @@ export class Harness {
   }
 
   async start(): Promise<this> {
-    const ledgerConfig = { leaseTtlMs: 2000, backoffBaseMs: 100, redispatchAfterMs: 5000, ...this.options.ledgerConfig };
-    this.ledger = await openSqliteLedger({ path: join(this.dir.path, 'ledger.db'), config: ledgerConfig });
-    this.orchestrator = new Orchestrator({
-      ledger: this.ledger,
-      broker: this.options.broker,
-      topology: this.topology,
-      logger: silentLogger(),
-      leaseTtlMs: ledgerConfig.leaseTtlMs,
-      sweepIntervalMs: this.options.sweepIntervalMs ?? 100,
-      relay: { idleIntervalMs: 50, retryIntervalMs: 200 },
-      ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
-      ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
-      ...(this.options.uploadGraceMs === undefined ? {} : { uploadGraceMs: this.options.uploadGraceMs }),
-      ...(this.options.storeCleanup ? { storeCleanup: this.options.storeCleanup } : {}),
-      ...(this.options.submitTenant ? { submitTenant: this.options.submitTenant } : {}),
-    });
-    await this.orchestrator.start();
-    this.closers.push(
-      () => this.orchestrator.stop(),
-      () => this.ledger.close(),
-    );
+    [this.ledger, this.orchestrator] = await this.startOrchestrator(this.options.broker);
     const resultsQueue = `${this.topology.prefix}.test-results`;
     await this.options.broker.declareQueue(resultsQueue);
     await this.options.broker.bindQueue(resultsQueue, this.topology.resultsExchange, '#');
@@ -94,6 +81,40 @@ export class Harness {
     const subscription = await this.options.broker.consume(resultsQueue, (d) => this.onResult(d), { prefetch: 100 });
     this.closers.push(() => subscription.cancel());
     return this;
+  }
+
+  /**
+   * Opens a ledger (`openLedger`, or the harness's SQLite file) and starts an orchestrator
+   * on it and `broker`, with the harness's topology and settings; `close` stops both. The
+   * first is the harness's own; more share its ledger database (PostgreSQL) as further
+   * orchestrators of one service.
+   */
+  async startOrchestrator(broker: Broker): Promise<[Ledger, Orchestrator]> {
+    const ledgerConfig = { leaseTtlMs: 2000, backoffBaseMs: 100, redispatchAfterMs: 5000, ...this.options.ledgerConfig };
+    const ledger = this.options.openLedger
+      ? await this.options.openLedger(ledgerConfig)
+      : await openSqliteLedger({ path: join(this.dir.path, 'ledger.db'), config: ledgerConfig });
+    const orchestrator = new Orchestrator({
+      ledger,
+      broker,
+      topology: this.topology,
+      logger: silentLogger(),
+      leaseTtlMs: ledgerConfig.leaseTtlMs,
+      sweepIntervalMs: this.options.sweepIntervalMs ?? 100,
+      relay: { idleIntervalMs: 50, retryIntervalMs: 200, ...this.options.relay },
+      ...(this.options.changePollMs === undefined ? {} : { changePollMs: this.options.changePollMs }),
+      ...(this.options.fleetKey ? { fleetKey: this.options.fleetKey } : {}),
+      ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
+      ...(this.options.uploadGraceMs === undefined ? {} : { uploadGraceMs: this.options.uploadGraceMs }),
+      ...(this.options.storeCleanup ? { storeCleanup: this.options.storeCleanup } : {}),
+      ...(this.options.submitTenant ? { submitTenant: this.options.submitTenant } : {}),
+    });
+    await orchestrator.start();
+    this.closers.push(
+      () => orchestrator.stop(),
+      () => ledger.close(),
+    );
+    return [ledger, orchestrator];
   }
 
   private onResult(delivery: Delivery): void {

@@ -66,8 +66,8 @@ async function follow(
   log: FastifyBaseLogger,
 ): Promise<void> {
   stream.onClose(() => changed.notify());
-  // A backstop for changes made where this process does not hear of them (another
-  // orchestrator sharing the ledger): look again at every heartbeat.
+  // A backstop for changes this process did not hear of (made through another orchestrator
+  // sharing the ledger while the ledger's change feed was down): look again at every heartbeat.
   stream.onHeartbeat(() => changed.notify());
   let shown = first;
   stream.send('state', toJobSummary(shown));

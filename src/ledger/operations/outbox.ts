@@ -8,10 +8,15 @@
  *                                      (a unique index refuses a second one)
  *   outboxTake(limit)               -> due unsent rows, oldest first; takes no lock and marks
  *                                      nothing, so a take that is never marked comes back
+ *   outboxClaim(limit, claimMs)     -> due unsent rows no relay claims, oldest first, claimed
+ *                                      for claimMs: the relay's take when several orchestrators
+ *                                      share the ledger (a claim that runs out comes back)
+ *   outboxUnclaim(ids)              -> claimed rows the relay could not publish, claimable at once
  *   outboxMarkSent(ids)             -> those rows are never taken again
  *   outboxStats()                   -> how many due rows wait, and since when
  */
-import type { Job, OutboxMessage, OutboxStats } from '../ledger.js';
+import { LedgerError } from '../errors.js';
+import type { Job, OutboxClaimParams, OutboxMessage, OutboxStats } from '../ledger.js';
 import { resultMessage, workMessage } from '../shared/outbox-messages.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
@@ -25,6 +30,19 @@ export function* enqueueResult(job: Job, now: number): Plan<void> {
 
 export function* outboxTake(limit: number, { now }: OperationEnv): Plan<OutboxMessage[]> {
   return yield* run('selectDueOutbox', { now, limit });
+}
+
+export function* outboxClaim({ limit, claimMs }: OutboxClaimParams, { now }: OperationEnv): Plan<OutboxMessage[]> {
+  if (!Number.isInteger(limit) || limit < 1 || !Number.isInteger(claimMs) || claimMs < 1) {
+    throw new LedgerError('invalid_input', 'outboxClaim needs a whole limit >= 1 and a whole claimMs >= 1');
+  }
+  const rows = yield* run('selectClaimableOutbox', { now, limit });
+  if (rows.length > 0) yield* run('claimOutboxRows', { ids: rows.map((row) => row.id), claimedUntil: now + claimMs });
+  return rows;
+}
+
+export function* outboxUnclaim(ids: readonly number[]): Plan<void> {
+  if (ids.length > 0) yield* run('claimOutboxRows', { ids, claimedUntil: null });
 }
 
 export function* outboxMarkSent(ids: readonly number[], { now }: OperationEnv): Plan<void> {

@@ -10,9 +10,13 @@ import type {
   CancelParams,
   ClaimUploadCleanupsParams,
   GrantLeaseParams,
+  HeartbeatParams,
+  JobChangeFeed,
+  JobChangeListener,
   LeaseRef,
   Ledger,
   ListJobsParams,
+  OutboxClaimParams,
   OutboxSetAside,
   RecordProgressParams,
   RejectParams,
@@ -26,8 +30,9 @@ import type {
 } from '../ledger.js';
 import { cancel } from './cancel.js';
 import { checkLease } from './check-lease.js';
+import { heartbeat, listFleet } from './fleet.js';
 import { grantLease } from './grant-lease.js';
-import { outboxMarkSent, outboxStats, outboxTake } from './outbox.js';
+import { outboxClaim, outboxMarkSent, outboxStats, outboxTake, outboxUnclaim } from './outbox.js';
 import type { OperationEnv, Plan } from './plan.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './queries.js';
 import { recordProgress } from './record-progress.js';
@@ -60,6 +65,8 @@ export abstract class PlannedLedger implements Ledger {
   /** Runs the plan `make` makes (reads only) on what is committed, outside any explicit transaction. */
   protected abstract read<T>(operation: string, make: MakePlan<T>): Promise<T>;
 
+  abstract watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed>;
+
   abstract close(): Promise<void>;
 
   submit(params: SubmitParams) {
@@ -74,6 +81,12 @@ export abstract class PlannedLedger implements Ledger {
   }
   renewLeases(params: RenewLeasesParams) {
     return this.write('renewLeases', (env) => renewLeases(params, env));
+  }
+  heartbeat(params: HeartbeatParams) {
+    return this.write('heartbeat', (env) => heartbeat(params, env));
+  }
+  listFleet(params: { windowMs: number }) {
+    return this.read('listFleet', (env) => listFleet(params, env));
   }
   checkLease(params: LeaseRef) {
     return this.read('checkLease', (env) => checkLease(params, env));
@@ -98,6 +111,12 @@ export abstract class PlannedLedger implements Ledger {
   }
   outboxTake(limit: number) {
     return this.read('outboxTake', (env) => outboxTake(limit, env));
+  }
+  outboxClaim(params: OutboxClaimParams) {
+    return this.write('outboxClaim', (env) => outboxClaim(params, env));
+  }
+  outboxUnclaim(ids: readonly number[]) {
+    return this.write('outboxUnclaim', () => outboxUnclaim(ids));
   }
   outboxMarkSent(ids: readonly number[]) {
     return this.write('outboxMarkSent', (env) => outboxMarkSent(ids, env));

@@ -16,7 +16,18 @@
  *   - times are the plan's `now` (OperationEnv), never read by a statement.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats, ResultMessage, WorkMessage } from '../ledger.js';
+import type {
+  AttemptKey,
+  AttemptRecord,
+  FleetRecord,
+  Job,
+  OutboxKind,
+  OutboxMessage,
+  OutboxStats,
+  ResultMessage,
+  WorkMessage,
+  WorkerReport,
+} from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
@@ -166,6 +177,16 @@ export interface LedgerStatements {
    */
   selectDueOutbox(params: { now: number; limit: number }): OutboxMessage[];
 
+  /**
+   * As selectDueOutbox, leaving out rows claimed by a relay until after now
+   * (claimed_until > now). Where the database locks rows, the rows are locked, skipping
+   * those another transaction holds (another relay is claiming them).
+   */
+  selectClaimableOutbox(params: { now: number; limit: number }): OutboxMessage[];
+
+  /** claimed_until := claimedUntil (null: no claim) for the unsent outbox rows `ids`. */
+  claimOutboxRows(params: { ids: readonly number[]; claimedUntil: number | null }): void;
+
   /** Marks the outbox rows `ids` sent at now, where not sent already. */
   markOutboxSent(params: { ids: readonly number[]; now: number }): void;
 
@@ -222,6 +243,18 @@ export interface LedgerStatements {
 
   /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
   postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
+
+  // The fleet.
+
+  /**
+   * Guarded upsert of the worker's fleet row: the report, the proof and last_heartbeat :=
+   * now, where the worker has no row, or its row has the same proof, or its last heartbeat
+   * was before `freeBefore`. Answers whether the row was written.
+   */
+  upsertFleetMember(params: { report: WorkerReport; proof: string; now: number; freeBefore: number }): boolean;
+
+  /** The fleet rows heard from at `heardSince` or later, by worker name. */
+  selectFleet(params: { heardSince: number }): FleetRecord[];
 
   // Upload grants: the attempts the fence handed presigned upload URLs, for the store cleaner.
 

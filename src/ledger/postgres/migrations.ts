@@ -175,4 +175,41 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN timeout_seconds INTEGER;
     `,
   },
+  {
+    version: 7,
+    name: 'several orchestrators on one ledger',
+    sql: `
+      -- An outbox row a relay took to publish is claimed until claimed_until (issue 12), so
+      -- that the relays of other orchestrators take other rows; a claim that runs out, its
+      -- relay gone, is taken again.
+      ALTER TABLE outbox ADD COLUMN claimed_until bigint;
+
+      -- The fleet: each worker's last heartbeat (issue 12), so that every orchestrator routes
+      -- by and shows the same fleet. proof is the digest of the worker process's secret that
+      -- holds the name while it is heard from (issue 18); the JSON columns are its report.
+      CREATE TABLE fleet (
+        worker         text    PRIMARY KEY,
+        proof          text    NOT NULL,
+        job_types      json    NOT NULL,
+        capabilities   json    NOT NULL,
+        held_back      json    NOT NULL,
+        slots          integer NOT NULL CHECK (slots >= 0),
+        running        integer NOT NULL CHECK (running >= 0),
+        last_heartbeat bigint  NOT NULL
+      );
+      CREATE INDEX fleet_heard ON fleet (last_heartbeat);
+
+      -- Every change to a job is announced on '<schema>.jobs' (payload: the job id) in the
+      -- transaction that makes it, so the event streams of every orchestrator see changes
+      -- made through another (job-change-feed.ts); a rolled-back change announces nothing.
+      CREATE FUNCTION planrun_announce_job_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.jobs', NEW.id);
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER jobs_announce_change AFTER INSERT OR UPDATE ON jobs
+      FOR EACH ROW EXECUTE FUNCTION planrun_announce_job_change();
+    `,
+  },
 ];

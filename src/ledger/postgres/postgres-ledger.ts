@@ -2,7 +2,7 @@ import type pg from 'pg';
 
 import { type Clock, systemClock } from '../../core/clock.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import { defaultLedgerConfig, type Ledger, type LedgerConfig } from '../ledger.js';
+import { defaultLedgerConfig, type JobChangeFeed, type JobChangeListener, type Ledger, type LedgerConfig } from '../ledger.js';
 import { runPlanAsync } from '../operations/plan.js';
 import { PlannedLedger, type MakePlan } from '../operations/planned-ledger.js';
 import { validateConfig } from '../shared/input-validation.js';
@@ -19,6 +19,7 @@ import {
   operationError,
   validateSchema,
 } from './database.js';
+import { openPgJobChangeFeed, type PgJobChangeFeedOptions } from './job-change-feed.js';
 import { PgStatements } from './statements.js';
 
 export interface PostgresLedgerOptions {
@@ -34,6 +35,8 @@ export interface PostgresLedgerOptions {
   connectionTimeoutMs?: number;
   /** How long one statement may wait for the server's answer before its connection counts as lost (default 30 s). */
   queryTimeoutMs?: number;
+  /** How long the job change feed waits before it reconnects after its connection dropped (default 1 s). */
+  changeFeedRetryMs?: number;
 }
 
 export const defaultPostgresSchema = 'planrun';
@@ -79,7 +82,13 @@ export async function openPostgresLedger(options: PostgresLedgerOptions): Promis
     await pool.end().catch(() => {});
     throw openError(target, error);
   }
-  return new PostgresLedger(pool, target, clock, config);
+  const feed: PgJobChangeFeedOptions = {
+    connectionString: options.connectionString,
+    schema,
+    retryMs: positive('changeFeedRetryMs', options.changeFeedRetryMs ?? 1000),
+    connectionTimeoutMs: positive('connectionTimeoutMs', options.connectionTimeoutMs ?? 10_000),
+  };
+  return new PostgresLedger(pool, target, clock, config, feed);
 }
 
 function positive(name: string, value: number): number {
@@ -106,6 +115,7 @@ class PostgresLedger extends PlannedLedger {
     private readonly target: LedgerTarget,
     private readonly clock: Clock,
     private readonly config: LedgerConfig,
+    private readonly feed: PgJobChangeFeedOptions,
   ) {
     super();
     this.readContext = new PgContext(pool, clock, config);
@@ -186,6 +196,11 @@ class PostgresLedger extends PlannedLedger {
    */
   private body<T>(make: MakePlan<T>): (ctx: PgContext) => Promise<T> {
     return (ctx) => runPlanAsync(make({ now: this.clock.now(), config: this.config }), new PgStatements(ctx));
+  }
+
+  override watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed> {
+    this.checkOpen('watchJobChanges');
+    return openPgJobChangeFeed(this.feed, listener);
   }
 
   override async close(): Promise<void> {

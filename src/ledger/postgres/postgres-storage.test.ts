@@ -72,7 +72,7 @@ describe('postgres ledger storage', () => {
       const triggers = (
         await schemas.admin.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [`${schema}.jobs`])
       ).rows.map((r) => r.tgname);
-      assert.deepEqual(triggers, ['jobs_attempt_grows', 'jobs_state_edges', 'jobs_terminal_frozen']);
+      assert.deepEqual(triggers, ['jobs_announce_change', 'jobs_attempt_grows', 'jobs_state_edges', 'jobs_terminal_frozen']);
     });
   });
 
@@ -215,6 +215,20 @@ describe('postgres ledger storage', () => {
       }
       assert.equal(rows.filter((r) => r.kind === 'result' && r.jobId === settled.job.id).length, 1, 'one result row');
       assert.equal(rows.filter((r) => r.kind === 'work' && r.jobId === submits[0].job.id).length, 1, 'one work row for the key');
+    });
+  });
+
+  it('three relays claiming the same outbox at once each take different rows, and together all of them', async () => {
+    await withSharedSchema(3, new ManualClock(), async (ledgers) => {
+      const jobs = await ledgers[0]!.submitMany(Array.from({ length: 300 }, () => submitParams()));
+      const claimed: number[] = [];
+      for (;;) {
+        const batches = await Promise.all(ledgers.map((ledger) => ledger.outboxClaim({ limit: 25, claimMs: 60_000 })));
+        if (batches.every((batch) => batch.length === 0)) break;
+        claimed.push(...batches.flat().map((row) => row.id));
+      }
+      assert.equal(claimed.length, jobs.length, 'every row claimed');
+      assert.equal(new Set(claimed).size, claimed.length, 'no row claimed twice');
     });
   });
 

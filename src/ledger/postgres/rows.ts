@@ -4,7 +4,7 @@
  * its Job already.
  */
 import type { SerializedError } from '../../core/errors.js';
-import type { AttemptRecord, Job, JobResult } from '../ledger.js';
+import type { AttemptRecord, FleetRecord, Job, JobResult, OutboxKind, OutboxMessage } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
 export interface JobRow {
@@ -90,5 +90,50 @@ export function toAttempt(row: AttemptRow): AttemptRecord {
     endedAt: row.ended_at,
     outcome: row.outcome,
     error: row.error,
+  };
+}
+
+/** An outbox row as the relay's statements read it (its body as pg parsed the json column). */
+export interface OutboxRow {
+  id: number;
+  kind: OutboxKind;
+  job_id: string;
+  body: unknown;
+  created_at: number;
+  available_at: number;
+}
+
+export function toOutboxMessage(row: OutboxRow): OutboxMessage {
+  return {
+    id: row.id,
+    kind: row.kind,
+    jobId: row.job_id,
+    createdAt: row.created_at,
+    availableAt: row.available_at,
+    body: row.body,
+  } as OutboxMessage;
+}
+
+/** A fleet row (its report's lists as pg parsed the json columns). */
+export interface FleetRow {
+  worker: string;
+  proof: string;
+  job_types: unknown;
+  capabilities: unknown;
+  held_back: unknown;
+  slots: number;
+  running: number;
+  last_heartbeat: number;
+}
+
+export function toFleetRecord(row: FleetRow): FleetRecord {
+  return {
+    worker: row.worker,
+    jobTypes: row.job_types as string[],
+    capabilities: row.capabilities as string[],
+    heldBack: row.held_back as FleetRecord['heldBack'],
+    slots: row.slots,
+    running: row.running,
+    lastHeartbeat: row.last_heartbeat,
   };
 }

@@ -5,12 +5,23 @@
  * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
  * row count or RETURNING row decides.
  */
-import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { AttemptKey, AttemptRecord, FleetRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
 import type { PgContext } from './context.js';
-import { type AttemptRow, type JobRow, lockJobById, selectJobById, toAttempt, toJob } from './rows.js';
+import {
+  type AttemptRow,
+  type FleetRow,
+  type JobRow,
+  lockJobById,
+  type OutboxRow,
+  selectJobById,
+  toAttempt,
+  toFleetRecord,
+  toJob,
+  toOutboxMessage,
+} from './rows.js';
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = $2';
 // Per (tenant, key), taken in one order by every batch: two batches naming the same keys in
@@ -81,8 +92,23 @@ const setAsideOutboxRow = `UPDATE outbox SET sent_at = $2, set_aside_reason = $3
 // Walks the unsent rows in id order (a partial index) and skips the few not yet due.
 const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
   WHERE sent_at IS NULL AND available_at <= $1 ORDER BY id LIMIT $2`;
+// As selectDueOutbox; rows another relay is claiming right now are skipped, not waited for.
+const selectClaimableOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+  ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const claimOutboxRows = 'UPDATE outbox SET claimed_until = $2 WHERE id = ANY($1::bigint[]) AND sent_at IS NULL';
 const markOutboxSent = 'UPDATE outbox SET sent_at = $1 WHERE id = ANY($2::bigint[]) AND sent_at IS NULL';
 const selectOutboxStats = 'SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= $1';
+
+// A name held by another proof that was heard from lately keeps its row: the guard of the DO UPDATE.
+const upsertFleetMember = `INSERT INTO fleet (worker, proof, job_types, capabilities, held_back, slots, running, last_heartbeat)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+  ON CONFLICT (worker) DO UPDATE SET proof = EXCLUDED.proof, job_types = EXCLUDED.job_types,
+    capabilities = EXCLUDED.capabilities, held_back = EXCLUDED.held_back, slots = EXCLUDED.slots,
+    running = EXCLUDED.running, last_heartbeat = EXCLUDED.last_heartbeat
+  WHERE fleet.proof = EXCLUDED.proof OR fleet.last_heartbeat < $9
+  RETURNING worker`;
+const selectFleet = 'SELECT * FROM fleet WHERE last_heartbeat >= $1 ORDER BY worker';
 
 const selectAttempts = 'SELECT * FROM attempts WHERE job_id = $1 ORDER BY attempt';
 const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
@@ -212,25 +238,15 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   async selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): Promise<OutboxMessage[]> {
-    const rows = await this.ctx.rows<{
-      id: number;
-      kind: OutboxKind;
-      job_id: string;
-      body: unknown;
-      created_at: number;
-      available_at: number;
-    }>(selectDueOutbox, [now, limit]);
-    return rows.map(
-      (row) =>
-        ({
-          id: row.id,
-          kind: row.kind,
-          jobId: row.job_id,
-          createdAt: row.created_at,
-          availableAt: row.available_at,
-          body: row.body,
-        }) as OutboxMessage,
-    );
+    return (await this.ctx.rows<OutboxRow>(selectDueOutbox, [now, limit])).map(toOutboxMessage);
+  }
+
+  async selectClaimableOutbox({ now, limit }: Params<'selectClaimableOutbox'>): Promise<OutboxMessage[]> {
+    return (await this.ctx.rows<OutboxRow>(selectClaimableOutbox, [now, limit])).map(toOutboxMessage);
+  }
+
+  async claimOutboxRows({ ids, claimedUntil }: Params<'claimOutboxRows'>): Promise<void> {
+    await this.ctx.run(claimOutboxRows, [ids, claimedUntil]);
   }
 
   async markOutboxSent({ ids, now }: Params<'markOutboxSent'>): Promise<void> {
@@ -240,6 +256,25 @@ export class PgStatements implements AsyncLedgerStatements {
   async selectOutboxStats({ now }: Params<'selectOutboxStats'>): Promise<OutboxStats> {
     const row = await this.ctx.row<{ unsent: number; oldest: number | null }>(selectOutboxStats, [now]);
     return { unsent: row?.unsent ?? 0, oldestCreatedAt: row?.oldest ?? null };
+  }
+
+  async upsertFleetMember({ report, proof, now, freeBefore }: Params<'upsertFleetMember'>): Promise<boolean> {
+    const rows = await this.ctx.rows(upsertFleetMember, [
+      report.worker,
+      proof,
+      JSON.stringify(report.jobTypes),
+      JSON.stringify(report.capabilities),
+      JSON.stringify(report.heldBack),
+      report.slots,
+      report.running,
+      now,
+      freeBefore,
+    ]);
+    return rows.length === 1;
+  }
+
+  async selectFleet({ heardSince }: Params<'selectFleet'>): Promise<FleetRecord[]> {
+    return (await this.ctx.rows<FleetRow>(selectFleet, [heardSince])).map(toFleetRecord);
   }
 
   async selectAttempts({ jobId }: Params<'selectAttempts'>): Promise<AttemptRecord[]> {

@@ -176,4 +176,29 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN timeout_seconds INTEGER;
     `,
   },
+  {
+    version: 7,
+    name: 'several orchestrators on one ledger',
+    sql: `
+      -- An outbox row a relay took to publish is claimed until claimed_until (issue 12), so
+      -- that the relays of other orchestrators take other rows; a claim that runs out, its
+      -- relay gone, is taken again.
+      ALTER TABLE outbox ADD COLUMN claimed_until INTEGER;
+
+      -- The fleet: each worker's last heartbeat (issue 12), so that every orchestrator routes
+      -- by and shows the same fleet. proof is the digest of the worker process's secret that
+      -- holds the name while it is heard from (issue 18); the JSON columns are its report.
+      CREATE TABLE fleet (
+        worker         TEXT    PRIMARY KEY,
+        proof          TEXT    NOT NULL,
+        job_types      TEXT    NOT NULL,
+        capabilities   TEXT    NOT NULL,
+        held_back      TEXT    NOT NULL,
+        slots          INTEGER NOT NULL CHECK (slots >= 0),
+        running        INTEGER NOT NULL CHECK (running >= 0),
+        last_heartbeat INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX fleet_heard ON fleet (last_heartbeat);
+    `,
+  },
 ];

@@ -1,5 +1,5 @@
 import type { SerializedError } from '../../core/errors.js';
-import type { AttemptRecord, Job, JobResult } from '../ledger.js';
+import type { AttemptRecord, FleetRecord, Job, JobResult, OutboxKind, OutboxMessage } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
 /** A row of `jobs` as SQLite returns it. */
@@ -84,5 +84,50 @@ export function toAttempt(row: AttemptRow): AttemptRecord {
     endedAt: row.ended_at,
     outcome: row.outcome,
     error: row.error === null ? null : (JSON.parse(row.error) as SerializedError),
+  };
+}
+
+/** An outbox row as the relay's statements read it (the JSON text of its body). */
+export interface OutboxRow {
+  id: number;
+  kind: OutboxKind;
+  job_id: string;
+  body: string;
+  created_at: number;
+  available_at: number;
+}
+
+export function toOutboxMessage(row: OutboxRow): OutboxMessage {
+  return {
+    id: row.id,
+    kind: row.kind,
+    jobId: row.job_id,
+    createdAt: row.created_at,
+    availableAt: row.available_at,
+    body: JSON.parse(row.body) as unknown,
+  } as OutboxMessage;
+}
+
+/** A fleet row (its report's lists as JSON text). */
+export interface FleetRow {
+  worker: string;
+  proof: string;
+  job_types: string;
+  capabilities: string;
+  held_back: string;
+  slots: number;
+  running: number;
+  last_heartbeat: number;
+}
+
+export function toFleetRecord(row: FleetRow): FleetRecord {
+  return {
+    worker: row.worker,
+    jobTypes: JSON.parse(row.job_types) as string[],
+    capabilities: JSON.parse(row.capabilities) as string[],
+    heldBack: JSON.parse(row.held_back) as FleetRecord['heldBack'],
+    slots: row.slots,
+    running: row.running,
+    lastHeartbeat: row.last_heartbeat,
   };
 }

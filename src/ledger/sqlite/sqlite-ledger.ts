@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from '../../core/clock.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import { defaultLedgerConfig, type Ledger, type LedgerConfig } from '../ledger.js';
+import { defaultLedgerConfig, type JobChangeFeed, type Ledger, type LedgerConfig } from '../ledger.js';
 import { runPlan } from '../operations/plan.js';
 import { PlannedLedger, type MakePlan } from '../operations/planned-ledger.js';
 import { validateConfig } from '../shared/input-validation.js';
@@ -87,6 +87,11 @@ class SqliteLedger extends PlannedLedger {
     } catch (error) {
       throw operationError(this.file, operation, error);
     }
+  }
+
+  /** One process writes a SQLite ledger, and its orchestrator tells its own listeners of its changes. */
+  override watchJobChanges(): Promise<JobChangeFeed> {
+    return Promise.resolve({ close: () => Promise.resolve() });
   }
 
   override async close(): Promise<void> {

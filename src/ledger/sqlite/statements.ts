@@ -4,12 +4,12 @@
  * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
  * read in a write cannot change before that write ends.
  */
-import type { AttemptKey, AttemptRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { AttemptKey, AttemptRecord, FleetRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
 import type { SqliteContext } from './context.js';
-import { type AttemptRow, type JobRow, selectJobById, toAttempt, toJob } from './rows.js';
+import { type AttemptRow, type FleetRow, type JobRow, type OutboxRow, selectJobById, toAttempt, toFleetRecord, toJob, toOutboxMessage } from './rows.js';
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
@@ -69,8 +69,23 @@ const setAsideOutboxRow = `UPDATE outbox SET sent_at = @now, set_aside_reason = 
 // Walks the unsent rows in id order and skips the few not yet due.
 const selectDueOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
   WHERE sent_at IS NULL AND available_at <= ? ORDER BY id LIMIT ?`;
+// As selectDueOutbox. One process writes a SQLite ledger, so there is nothing to lock.
+const selectClaimableOutbox = `SELECT id, kind, job_id, body, created_at, available_at FROM outbox
+  WHERE sent_at IS NULL AND available_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now) ORDER BY id LIMIT @limit`;
+const claimOutboxRows = `UPDATE outbox SET claimed_until = @claimedUntil
+  WHERE id IN (SELECT value FROM json_each(@ids)) AND sent_at IS NULL`;
 const markOutboxSent = 'UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL';
 const selectOutboxStats = `SELECT COUNT(*) AS unsent, MIN(created_at) AS oldest FROM outbox WHERE sent_at IS NULL AND available_at <= ?`;
+
+// A name held by another proof that was heard from lately keeps its row: the guard of the DO UPDATE.
+const upsertFleetMember = `INSERT INTO fleet (worker, proof, job_types, capabilities, held_back, slots, running, last_heartbeat)
+  VALUES (@worker, @proof, @jobTypes, @capabilities, @heldBack, @slots, @running, @now)
+  ON CONFLICT (worker) DO UPDATE SET proof = excluded.proof, job_types = excluded.job_types,
+    capabilities = excluded.capabilities, held_back = excluded.held_back, slots = excluded.slots,
+    running = excluded.running, last_heartbeat = excluded.last_heartbeat
+  WHERE fleet.proof = excluded.proof OR fleet.last_heartbeat < @freeBefore
+  RETURNING worker`;
+const selectFleet = 'SELECT * FROM fleet WHERE last_heartbeat >= ? ORDER BY worker';
 
 const selectAttempts = 'SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt';
 // NULL filters match everything, so one prepared statement serves every combination.
@@ -207,25 +222,15 @@ export class SqliteStatements implements LedgerStatements {
   }
 
   selectDueOutbox({ now, limit }: Params<'selectDueOutbox'>): OutboxMessage[] {
-    const rows = this.ctx.sql(selectDueOutbox).all(now, limit) as Array<{
-      id: number;
-      kind: OutboxKind;
-      job_id: string;
-      body: string;
-      created_at: number;
-      available_at: number;
-    }>;
-    return rows.map(
-      (row) =>
-        ({
-          id: row.id,
-          kind: row.kind,
-          jobId: row.job_id,
-          createdAt: row.created_at,
-          availableAt: row.available_at,
-          body: JSON.parse(row.body) as unknown,
-        }) as OutboxMessage,
-    );
+    return (this.ctx.sql(selectDueOutbox).all(now, limit) as OutboxRow[]).map(toOutboxMessage);
+  }
+
+  selectClaimableOutbox(params: Params<'selectClaimableOutbox'>): OutboxMessage[] {
+    return (this.ctx.sql(selectClaimableOutbox).all(params) as OutboxRow[]).map(toOutboxMessage);
+  }
+
+  claimOutboxRows({ ids, claimedUntil }: Params<'claimOutboxRows'>): void {
+    this.ctx.sql(claimOutboxRows).run({ ids: JSON.stringify(ids), claimedUntil });
   }
 
   markOutboxSent({ ids, now }: Params<'markOutboxSent'>): void {
@@ -236,6 +241,25 @@ export class SqliteStatements implements LedgerStatements {
   selectOutboxStats({ now }: Params<'selectOutboxStats'>): OutboxStats {
     const row = this.ctx.sql(selectOutboxStats).get(now) as { unsent: number; oldest: number | null };
     return { unsent: row.unsent, oldestCreatedAt: row.oldest };
+  }
+
+  upsertFleetMember({ report, proof, now, freeBefore }: Params<'upsertFleetMember'>): boolean {
+    const row = this.ctx.sql(upsertFleetMember).get({
+      worker: report.worker,
+      proof,
+      jobTypes: JSON.stringify(report.jobTypes),
+      capabilities: JSON.stringify(report.capabilities),
+      heldBack: JSON.stringify(report.heldBack),
+      slots: report.slots,
+      running: report.running,
+      now,
+      freeBefore,
+    });
+    return row !== undefined;
+  }
+
+  selectFleet({ heardSince }: Params<'selectFleet'>): FleetRecord[] {
+    return (this.ctx.sql(selectFleet).all(heardSince) as FleetRow[]).map(toFleetRecord);
   }
 
   selectAttempts({ jobId }: Params<'selectAttempts'>): AttemptRecord[] {

@@ -17,6 +17,7 @@ import type { LedgerConfig } from '../../../src/ledger/ledger.js';
 import { testConfig, withLedger, type LedgerFactory, type LedgerHarness } from '../testing.js';
 import { cancelConformance } from './cancel.js';
 import { fenceConformance } from './fence.js';
+import { fleetConformance } from './fleet.js';
 import { grantConformance } from './grant.js';
 import type { Run } from './helpers.js';
 import { nulConformance } from './nul.js';
@@ -53,5 +54,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     terminalConformance(run);
     nulConformance(run);
     uploadGrantsConformance(run);
+    fleetConformance(run);
   });
 }

@@ -1,9 +1,9 @@
-/** Ledger conformance: the outbox (outboxTake, outboxMarkSent, outboxSetAside, outboxStats). */
+/** Ledger conformance: the outbox (outboxTake, outboxClaim, outboxUnclaim, outboxMarkSent, outboxSetAside, outboxStats). */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import type { Job } from '../../../src/ledger/ledger.js';
-import { drainOutbox, expectGrantRefused, submitAndGrant, submitJob } from '../testing.js';
+import { drainOutbox, errors, expectGrantRefused, expectLedgerError, failed, settleOk, submitAndGrant, submitJob } from '../testing.js';
 import type { Run } from './helpers.js';
 
 export function outboxConformance(run: Run): void {
@@ -122,6 +122,68 @@ export function outboxConformance(run: Run): void {
           (await drainOutbox(ledger)).map((r) => r.jobId),
           [job.id],
         );
+      }));
+    it("outboxClaim takes due unclaimed rows oldest first, and a claimed row is nobody else's until its claim runs out", () =>
+      run(async ({ ledger, clock }) => {
+        const jobs: Job[] = [];
+        for (let i = 0; i < 3; i++) {
+          jobs.push(await submitJob(ledger));
+          clock.advance(1);
+        }
+        const first = await ledger.outboxClaim({ limit: 2, claimMs: 1000 });
+        assert.deepEqual(
+          first.map((r) => r.jobId),
+          [jobs[0]?.id, jobs[1]?.id],
+        );
+        clock.advance(500);
+        const second = await ledger.outboxClaim({ limit: 10, claimMs: 1000 });
+        assert.deepEqual(
+          second.map((r) => r.jobId),
+          [jobs[2]?.id],
+          'another relay takes only the unclaimed row',
+        );
+        assert.deepEqual(await ledger.outboxClaim({ limit: 10, claimMs: 1000 }), [], 'every row is claimed');
+        assert.equal((await ledger.outboxTake(10)).length, 3, 'claimed rows are still unsent');
+        assert.deepEqual(await ledger.outboxStats(), { unsent: 3, oldestCreatedAt: jobs[0]!.createdAt });
+
+        clock.advance(500);
+        assert.deepEqual(
+          (await ledger.outboxClaim({ limit: 10, claimMs: 1000 })).map((r) => r.jobId),
+          [jobs[0]?.id, jobs[1]?.id],
+          "the first claim ran out (its relay died): its rows are taken again, the second's are not",
+        );
+        assert.deepEqual(await ledger.outboxClaim({ limit: 10, claimMs: 1000 }), [], 'taken again means claimed again');
+      }));
+
+    it('outboxUnclaim makes rows claimable at once; a sent row is never claimed', () =>
+      run(async ({ ledger }) => {
+        const a = await submitJob(ledger);
+        const b = await submitJob(ledger);
+        const [rowA, rowB] = await ledger.outboxClaim({ limit: 10, claimMs: 60_000 });
+        assert.deepEqual([rowA?.jobId, rowB?.jobId], [a.id, b.id]);
+        await ledger.outboxMarkSent([rowA!.id]);
+        await ledger.outboxUnclaim([rowA!.id, rowB!.id]);
+        await ledger.outboxUnclaim([]);
+        assert.deepEqual(await ledger.outboxClaim({ limit: 10, claimMs: 60_000 }), [rowB], 'the same row, same body');
+        await ledger.outboxMarkSent([rowB!.id]);
+        await ledger.outboxUnclaim([rowB!.id]);
+        assert.deepEqual(await ledger.outboxClaim({ limit: 10, claimMs: 60_000 }), []);
+      }));
+
+    it('outboxClaim leaves rows not yet due alone and refuses a bad limit or claim', () =>
+      run(async ({ ledger }) => {
+        const granted = await submitAndGrant(ledger);
+        await drainOutbox(ledger);
+        await settleOk(ledger, granted.ref, failed(errors.transient), 'retry');
+        assert.deepEqual(await ledger.outboxClaim({ limit: 10, claimMs: 1000 }), [], 'the retry waits for its backoff');
+        for (const params of [
+          { limit: 0, claimMs: 1000 },
+          { limit: 1.5, claimMs: 1000 },
+          { limit: 10, claimMs: 0 },
+          { limit: 10, claimMs: Number.NaN },
+        ]) {
+          await expectLedgerError(ledger.outboxClaim(params), 'invalid_input', JSON.stringify(params));
+        }
       }));
   });
 }
