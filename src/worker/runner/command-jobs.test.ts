@@ -55,6 +55,12 @@ touch started
 while :; do sleep 0.05; done
 `;
 
+// 50 processes against a limit of 16: bash retries a refused fork, the worker ends the job first.
+const FORK_SH = `#!/bin/bash
+for n in $(seq 50); do sleep 30 & done
+echo '{"data": {"started": 50}}' > "$PLANRUN_RESULT_FILE"
+`;
+
 const JOBS_YAML = `
 jobTypes:
   - name: behave
@@ -64,6 +70,9 @@ jobTypes:
   - name: wait-for-term-with-timeout
     command: [./wait-for-term.sh]
     timeoutSeconds: 1
+  - name: fork
+    command: [./fork.sh]
+    limits: { processes: 16 }
 `;
 
 function quietLogger(): RunnerLogger & { lines: string[] } {
@@ -90,6 +99,7 @@ before(async () => {
   await chmod(moduleDir, 0o755);
   await writeFile(path.join(moduleDir, 'behave.py'), BEHAVE_PY, { mode: 0o644 });
   await writeFile(path.join(moduleDir, 'wait-for-term.sh'), WAIT_FOR_TERM_SH, { mode: 0o755 });
+  await writeFile(path.join(moduleDir, 'fork.sh'), FORK_SH, { mode: 0o755 });
   await writeFile(path.join(moduleDir, 'jobs.yaml'), JOBS_YAML);
 });
 after(async () => {
@@ -185,6 +195,10 @@ for (const [label, sandbox] of policies) {
       const { outcome } = await run({}, 'wait-for-term-with-timeout');
       assert.match(assertFailed(outcome, 'transient', 'timeout'), /past its timeout of 1 s/);
       assert.ok(logger.lines.includes('stopping on SIGTERM'), `the program saw SIGTERM: ${logger.lines.join('\n')}`);
+    });
+
+    test('its limits hold from its first instruction: a program that forks past limits.processes ends Permanent resource_limit', async () => {
+      assert.match(assertFailed((await run({}, 'fork')).outcome, 'permanent', 'resource_limit'), /more than 16 processes/);
     });
 
     test('its abort signal is SIGTERM too: a program that stops on it ends Transient aborted', async () => {

@@ -3,7 +3,7 @@ import { constants, readFileSync, readdirSync } from 'node:fs';
 import { lstat, open, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { FatalError, PermanentError, TransientError, UNCLASSIFIED_CODE, type SerializedError } from '../../core/errors.js';
 import { ChildOutput } from './child-output.js';
 import type { RunDeadline, RunHooks } from './job-process.js';
@@ -28,6 +28,12 @@ export const INPUT_FILE_NAME = '.planrun-input.json';
 export const RESULT_FILE_NAME = '.planrun-result.json';
 /** Without a result file, every file under this folder of scratch is an output. */
 export const OUTPUTS_FOLDER = 'outputs';
+
+// With a cgroup, the command must not run (nor fork) before it is in it: a shell holds it
+// until the worker writes a line to fd 4, then closes fd 4 and becomes the command.
+const HOLD_SHELL = '/bin/sh';
+const HOLD_FD = 4;
+const HOLD_ARGS = ['-c', `read -r _ <&${HOLD_FD}; exec ${HOLD_FD}<&-; exec "$@"`, 'planrun-held'];
 
 // sysexits.h: the exit codes that say what kind of failure it was.
 const EX_DATAERR = 65;
@@ -56,7 +62,10 @@ export interface CommandRunOptions {
    */
   signalInside: boolean;
   logger: RunnerLogger | undefined;
-  /** Called with the pid as soon as the process exists (to put it in the job's cgroup). */
+  /**
+   * Called with the pid as soon as the process exists, before the command runs (to put it in
+   * the job's cgroup): until it resolves the process is a shell waiting on fd 4.
+   */
   onSpawn?(pid: number): Promise<void>;
 }
 
@@ -96,12 +105,14 @@ export class CommandProcess {
       [PROTOCOL_ENV.resultFile]: resultFile,
       [PROTOCOL_ENV.progressFd]: String(PROGRESS_FD),
     };
-    const child = spawn(launch.file, launch.args, {
+    const held = this.options.onSpawn !== undefined;
+    const [file, args] = held ? [HOLD_SHELL, [...HOLD_ARGS, launch.file, ...launch.args]] : [launch.file, launch.args];
+    const child = spawn(file, args, {
       env,
       cwd: launch.cwd,
       ...(launch.uid === undefined ? {} : { uid: launch.uid }),
       ...(launch.gid === undefined ? {} : { gid: launch.gid }),
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+      stdio: held ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;
     const output = new ChildOutput(child, this.options.logger, () => task.jobId);
@@ -123,7 +134,7 @@ export class CommandProcess {
           this.abort();
         }, deadline.ms)
       : undefined;
-    if (child.pid !== undefined) await this.options.onSpawn?.(child.pid).catch((error: unknown) => this.kill(setupFailed(error)));
+    if (held && child.pid !== undefined) await this.release(child, child.pid);
     try {
       const exit = await exited;
       await output.ended;
@@ -139,6 +150,18 @@ export class CommandProcess {
       clearTimeout(deadlineTimer);
       clearTimeout(this.graceTimer);
       hooks.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Once `onSpawn` is done with the held process (it is in the job's cgroup), lets it exec the command. */
+  private async release(child: ChildProcess, pid: number): Promise<void> {
+    const go = child.stdio[HOLD_FD] as Writable;
+    go.on('error', () => undefined);
+    try {
+      await this.options.onSpawn!(pid);
+      go.end('go\n');
+    } catch (error) {
+      this.kill(setupFailed(error));
     }
   }
 
