@@ -70,6 +70,8 @@ jobTypes:
   - name: wait-for-term-with-timeout
     command: [./wait-for-term.sh]
     timeoutSeconds: 1
+  - name: leave-running
+    command: [sh, -c, 'sleep 30 & exit 0']
   - name: fork
     command: [./fork.sh]
     limits: { processes: 16 }
@@ -199,6 +201,13 @@ for (const [label, sandbox] of policies) {
 
     test('its limits hold from its first instruction: a program that forks past limits.processes ends Permanent resource_limit', async () => {
       assert.match(assertFailed((await run({}, 'fork')).outcome, 'permanent', 'resource_limit'), /more than 16 processes/);
+    });
+
+    test('a process it leaves running with its pipes open does not hold the job: it ends when the program exits', async () => {
+      const started = Date.now();
+      const { outcome } = await run({}, 'leave-running');
+      assert.ok(outcome.ok, JSON.stringify(outcome));
+      assert.ok(Date.now() - started < 20_000, 'the job ended before the process it left running');
     });
 
     test('its abort signal is SIGTERM too: a program that stops on it ends Transient aborted', async () => {

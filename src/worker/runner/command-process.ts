@@ -3,6 +3,7 @@ import { constants, readFileSync, readdirSync } from 'node:fs';
 import { lstat, open, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Readable, Writable } from 'node:stream';
 import { FatalError, PermanentError, TransientError, UNCLASSIFIED_CODE, type SerializedError } from '../../core/errors.js';
 import { ChildOutput } from './child-output.js';
@@ -43,6 +44,7 @@ const EX_TEMPFAIL = 75;
 // A result is data for the ledger, not a file to store: anything larger belongs in an output.
 const MAX_RESULT_FILE_BYTES = 1024 * 1024;
 const STDERR_LINES_IN_MESSAGE = 10;
+const DRAIN_AFTER_EXIT_MS = 250;
 const MAX_PROGRESS_LINE_CHARS = 4096;
 // A job printing garbage on fd 3 in a loop must not flood the log.
 const MAX_PROGRESS_WARNINGS = 5;
@@ -120,7 +122,7 @@ export class CommandProcess {
       child.on('error', (error: NodeJS.ErrnoException) => {
         if (child.pid === undefined) resolve({ code: null, signal: null, spawnError: error });
       });
-      child.on('close', (code, signal) => resolve({ code, signal }));
+      child.on('exit', (code, signal) => resolve({ code, signal }));
     });
     const throttle = new ProgressThrottle(this.options.progressThrottleMs, (report) => this.reportProgress(report.fraction, report.message));
     this.readProgress(child.stdio[PROGRESS_FD] as Readable, throttle);
@@ -137,7 +139,8 @@ export class CommandProcess {
     if (held && child.pid !== undefined) await this.release(child, child.pid);
     try {
       const exit = await exited;
-      await output.ended;
+      // A process the program left running may hold its pipes open: what is already written is read, no more is awaited.
+      await Promise.race([output.ended, delay(DRAIN_AFTER_EXIT_MS)]);
       throttle.close();
       if (exit.spawnError) return failed(cannotStart(launch.file, exit.spawnError));
       if (this.killReason) return failed(this.killReason);

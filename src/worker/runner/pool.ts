@@ -79,6 +79,8 @@ const PLANRUN_ROOT = fileURLToPath(new URL('../../', import.meta.url));
  *   not finish within the grace period, or the signal fired before it started),
  *   `pool_closed`, `output_check_failed`;
  * - fatal: `job_modules_failed`, `child_start_failed` (the worker itself is broken).
+ * A command job type's exit codes and its own codes (`data_error`, `temporary_failure`,
+ * `software_error`, `command_not_found`, ...) are listed in docs/job-protocol.md.
  * A job that finishes after its abort signal fired is reported as it finished.
  *
  * `run()` does reject when called on a closed pool or with every process busy: the
