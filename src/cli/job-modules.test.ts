@@ -50,6 +50,16 @@ const cases: Array<{ what: string; module: string; expect: RegExp }> = [
     expect: /invalid job types module .*invalid\.mjs: job type #0 "a": run is missing .*; job type #1 "b c": name "b c" must start/,
   },
   {
+    what: 'a job-types file that is not JSON',
+    module: moduleFile('broken.json', '{"jobTypes": ['),
+    expect: /cannot load job types file .*broken\.json: /,
+  },
+  {
+    what: 'a command whose program is not there',
+    module: moduleFile('ghost.yaml', 'jobTypes:\n  - name: ghost\n    command: [planrun-no-such-program]\n'),
+    expect: /cannot run command job types: job type "ghost": program "planrun-no-such-program" is not in the job's PATH/,
+  },
+  {
     what: 'an error thrown while loading',
     module: moduleFile('throws.mjs', 'const x = 1;\nthrow new Error("no GPU here");\n'),
     expect: /throws\.mjs:2 failed to load: Error: no GPU here/,

@@ -1,8 +1,11 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { isTypeScriptModule, loadJobTypeRegistry, loadJobTypes, type JobType } from '../worker/runner/job-type.js';
+import { resolveCommandPrograms } from '../worker/runner/command-program.js';
+import { jobEnvironment } from '../worker/runner/job-env.js';
+import { isCommandJobType, isJobTypesFile, isTypeScriptModule, loadJobTypeRegistry, loadJobTypes, type JobType } from '../worker/runner/job-type.js';
 import { builtInJobTypesModule } from './commands/worker.js';
 import { UsageError } from './options.js';
 
@@ -25,13 +28,18 @@ export async function checkJobModules(given: readonly string[]): Promise<{ modul
   }
   const modules = [builtInJobTypesModule, ...given.map((module) => resolve(module))];
   try {
-    return { modules, registry: await loadJobTypeRegistry(modules) };
+    const registry = await loadJobTypeRegistry(modules);
+    // The programs of command job types, as the worker's PATH finds them (a sandbox may see fewer: the worker checks again).
+    resolveCommandPrograms([...registry.values()].filter(isCommandJobType), jobEnvironment([], tmpdir()).PATH ?? '', () => true);
+    return { modules, registry };
   } catch (error) {
     throw new UsageError(oneLine(error instanceof Error ? error.message : String(error)));
   }
 }
 
 function describeLoadFailure(module: string, file: string, error: unknown): string {
+  // A JSON or YAML file's parser already says where it stopped.
+  if (isJobTypesFile(file)) return oneLine(error instanceof Error ? error.message : String(error));
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause : undefined;
   const typeScript = cause && isTypeScriptModule(file) ? typeScriptSyntaxError(cause) : undefined;
   if (typeScript) return `job types module ${module}:${typeScript.line}: SyntaxError: ${typeScript.message}`;

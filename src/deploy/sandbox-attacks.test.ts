@@ -11,12 +11,16 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { Client } from '../client/client.js';
+import { packageRoot } from '../../test/testing/package-root.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
 import { startUp, type UpProcess } from '../../test/testing/up-process.js';
 import type { AttackReport, ProbeInput } from '../../test/worker/runner/fixtures/hostile-jobs.js';
 import { attackNames } from '../../test/worker/runner/fixtures/hostile-jobs.js';
 
 const HOSTILE_JOBS = fileURLToPath(new URL('../../test/worker/runner/fixtures/hostile-jobs.js', import.meta.url));
+// The same attacks as a command job in shell (docs/job-protocol.md).
+const HOSTILE_SHELL_JOBS = join(packageRoot, 'test', 'worker', 'runner', 'fixtures', 'hostile-shell', 'jobs.json');
+const SHELL = ' (shell job)';
 const PLANTED_VALUE = `planted-${process.pid}`;
 
 const modes = [
@@ -80,7 +84,7 @@ describe('hostile jobs under each sandbox', () => {
 
       test('every attack is tried and reported', async () => {
         const env = { ...process.env, HOSTILE_PLANTED_SECRET: PLANTED_VALUE };
-        up = await startUp(dir.path, ['--jobs', HOSTILE_JOBS, '--slots', '2', ...mode.args], env);
+        up = await startUp(dir.path, ['--jobs', HOSTILE_JOBS, '--jobs', HOSTILE_SHELL_JOBS, '--slots', '2', ...mode.args], env);
         assert.match(up.output(), new RegExp(`sandbox +${mode.label === 'job-user' ? 'none' : mode.label.split(' ')[0]}`));
         const dataDir = join(dir.path, '.planrun');
         const plantedOutput = join(dataDir, 'outputs', 'planted', 'secret.txt');
@@ -96,14 +100,19 @@ describe('hostile jobs under each sandbox', () => {
           brokerPort: 5672,
           peerWaitMs: 1500,
         };
-        // Two at once, so that each has another job's scratch folder to go for.
-        const probes = await Promise.all([1, 2].map(() => client.submit('hostile-probe', input, { maxAttempts: 1 })));
-        const reports = await Promise.all(probes.map(async ({ id }) => settled(client, id)));
-        for (const report of reports) assert.ok(report.ok, `the probe job failed: ${report.error}`);
-        for (const attack of attackNames) {
-          const results = reports.map((report) => onHost((report.data as { reports: Record<string, AttackReport> }).reports[attack]!));
-          const succeeded = results.find((result) => result.succeeded);
-          record(attack, mode.label, succeeded ? `**got it** (${succeeded.detail})` : `failed (${results[0]!.detail})`);
+        // Two at once, so that each has another job's scratch folder to go for; the Node probes, then the shell ones.
+        for (const [probeType, suffix] of [
+          ['hostile-probe', ''],
+          ['hostile-shell-probe', SHELL],
+        ] as const) {
+          const probes = await Promise.all([1, 2].map(() => client.submit(probeType, input, { maxAttempts: 1 })));
+          const reports = await Promise.all(probes.map(async ({ id }) => settled(client, id)));
+          for (const report of reports) assert.ok(report.ok, `the ${probeType} job failed: ${report.error}`);
+          for (const attack of attackNames) {
+            const results = reports.map((report) => onHost((report.data as { reports: Record<string, AttackReport> }).reports[attack]!));
+            const succeeded = results.find((result) => result.succeeded);
+            record(attack + suffix, mode.label, succeeded ? `**got it** (${succeeded.detail})` : `failed (${results[0]!.detail})`);
+          }
         }
 
         const limited = await Promise.all([
@@ -111,23 +120,29 @@ describe('hostile jobs under each sandbox', () => {
           client.submit('hostile-memory', { mb: 256 }, { maxAttempts: 1 }),
           client.submit('hostile-overrun', null, { maxAttempts: 1 }),
         ]);
-        const outcomes = await Promise.all(limited.map(async ({ id }) => settled(client, id)));
-        LIMIT_ROWS.forEach((row, index) => {
+        const limitedShell = await Promise.all([
+          client.submit('hostile-shell-fork', null, { maxAttempts: 1 }),
+          client.submit('hostile-shell-overrun', null, { maxAttempts: 1 }),
+        ]);
+        const outcomes = await Promise.all([...limited, ...limitedShell].map(async ({ id }) => settled(client, id)));
+        [...LIMIT_ROWS, `${LIMIT_ROWS[0]}${SHELL}`, `${LIMIT_ROWS[2]}${SHELL}`].forEach((row, index) => {
           const outcome = outcomes[index]!;
           record(row, mode.label, outcome.ok ? `**got it** (${JSON.stringify(outcome.data)})` : `failed: job ended ${outcome.error}`);
         });
         assert.deepEqual(
           outcomes.map((outcome) => outcome.error),
-          ['permanent resource_limit', 'permanent resource_limit', 'transient timeout'],
-          'every limit ends its job, in every mode',
+          ['permanent resource_limit', 'permanent resource_limit', 'transient timeout', 'permanent resource_limit', 'transient timeout'],
+          'every limit ends its job, in every mode, Node or shell',
         );
 
         // No sandbox holds back a secret the worker has in its environment, none lets a job hand one out.
-        assert.match(table.get('read a planted secret from the environment')!.get(mode.label)!, /^failed/);
-        if (mode.label.startsWith('bwrap') || mode.label === 'job-user') {
-          for (const attack of attackNames) {
-            if (mode.label === 'job-user' && NOT_FOR_JOB_USER.has(attack)) continue;
-            assert.match(table.get(attack)!.get(mode.label)!, /^failed/, `${attack} under ${mode.label}`);
+        for (const suffix of ['', SHELL]) {
+          assert.match(table.get(`read a planted secret from the environment${suffix}`)!.get(mode.label)!, /^failed/);
+          if (mode.label.startsWith('bwrap') || mode.label === 'job-user') {
+            for (const attack of attackNames) {
+              if (mode.label === 'job-user' && NOT_FOR_JOB_USER.has(attack)) continue;
+              assert.match(table.get(attack + suffix)!.get(mode.label)!, /^failed/, `${attack}${suffix} under ${mode.label}`);
+            }
           }
         }
       });

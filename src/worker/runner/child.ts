@@ -3,7 +3,7 @@
  * then runs one job at a time for as long as its parent keeps it, and never outlives it.
  */
 import { PermanentError, TransientError, serializeError } from '../../core/errors.js';
-import { loadJobTypeRegistry, type JobContext, type JobType } from './job-type.js';
+import { isCommandJobType, loadJobTypeRegistry, type JobContext, type NodeJobType } from './job-type.js';
 import { describeValue } from './json-value.js';
 import { ProgressThrottle } from './progress-throttle.js';
 import type { ChildConfig, ChildMessage, ParentMessage, RunTask } from './protocol.js';
@@ -51,7 +51,9 @@ async function run(runId: number, task: RunTask): Promise<void> {
   // Without its job modules the process is already on its way out, reporting why.
   if (jobTypes === undefined) return;
 
-  const jobType = jobTypes.get(task.type);
+  // A command job type runs in a process of its own, never in here.
+  const found = jobTypes.get(task.type);
+  const jobType = found === undefined || isCommandJobType(found) ? undefined : found;
   const outcome = jobType ? await runJob(jobType, createContext(task, controller.signal, throttle)) : unknownJobType(task.type, [...jobTypes.keys()]);
   // Flushes the last progress report before the result, and drops any the job makes later.
   throttle.close();
@@ -72,7 +74,7 @@ function enterJob(task: RunTask, env: Record<string, string>): void {
   process.chdir(task.scratchDir);
 }
 
-async function runJob(jobType: JobType, ctx: JobContext): Promise<RunOutcome> {
+async function runJob(jobType: NodeJobType, ctx: JobContext): Promise<RunOutcome> {
   try {
     return outcomeOfReturnedValue(await jobType.run(ctx));
   } catch (error) {

@@ -18,12 +18,25 @@ const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * worker sets itself.
  */
 const FORBIDDEN_ENV: readonly { pattern: RegExp; why: string }[] = [
+  { pattern: /^PLANRUN_(INPUT_FILE|RESULT_FILE|PROGRESS_FD)$/, why: 'the worker sets it for each command job (docs/job-protocol.md)' },
   { pattern: /^PLANRUN_/i, why: "planrun's own configuration and credentials (the fleet key, the broker URL)" },
   { pattern: /AMQP/i, why: 'broker URLs carry credentials' },
   { pattern: /^AWS_/i, why: 'cloud credentials (the output store uses them)' },
   { pattern: /^NODE_CHANNEL_/i, why: "the job process's channel to the worker" },
   { pattern: /^(HOME|TMPDIR)$/, why: "the worker sets it to the job's scratch folder" },
 ];
+
+/**
+ * The names of the job protocol (docs/job-protocol.md) the worker sets for a command job:
+ * paths inside its scratch folder and a file descriptor, never a credential. They are
+ * the only PLANRUN_* names a job ever gets, and only from the worker, never copied from its
+ * environment.
+ */
+export const PROTOCOL_ENV = {
+  inputFile: 'PLANRUN_INPUT_FILE',
+  resultFile: 'PLANRUN_RESULT_FILE',
+  progressFd: 'PLANRUN_PROGRESS_FD',
+} as const;
 
 /** planrun settings that are meant for job code (a path, no credential): a job type may declare them. */
 const SETTINGS_FOR_JOBS: readonly string[] = ['PLANRUN_FFMPEG'];

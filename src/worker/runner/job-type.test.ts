@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
 import { defineJobType, loadJobTypeRegistry, loadJobTypes, toModuleUrl } from './job-type.js';
 
 const SHIPPED_JOBS = new URL('../../job-types/index.js', import.meta.url).href;
@@ -56,6 +59,104 @@ describe('defineJobType', () => {
 
   test('names a missing name and a missing run', () => {
     assert.throws(() => defineJobType({} as never), /invalid job type \(unnamed\): name is missing; run is missing/);
+  });
+
+  test('takes a command instead of run, with the same options', () => {
+    const jobType = { name: 'upscale', command: ['python3', 'upscale.py'], env: ['HF_HOME'], network: true, timeoutSeconds: 60, limits: { memoryMb: 512 } };
+    assert.equal(defineJobType(jobType), jobType);
+  });
+
+  test('wants exactly one of run and command, and a command as a list of strings naming a program', () => {
+    const cases: [unknown, RegExp][] = [
+      [
+        { name: 'both', command: ['true'], run: () => ({}) },
+        /has both run and command; a job type is either run\(ctx\) in Node or a command: \[program, \.\.\.args\]/,
+      ],
+      [{ name: 'neither' }, /run is missing \(every job type needs run\(ctx\), or a command: \[program, \.\.\.args\]\)/],
+      [{ name: 'string', command: 'python3 upscale.py' }, /command is the string "python3 upscale\.py", not a list of strings \[program, \.\.\.args\]/],
+      [{ name: 'empty', command: [] }, /command is .*, not a list of strings/],
+      [{ name: 'numbers', command: ['sleep', 5] }, /command is .*, not a list of strings/],
+      [{ name: 'blank', command: [''] }, /command names no program: its first item is empty/],
+      [{ name: 'nul', command: ['sh', 'a\0b'] }, /command holds a NUL character/],
+    ];
+    for (const [bad, message] of cases) assert.throws(() => defineJobType(bad as never), message);
+  });
+
+  test('refuses to declare the job protocol’s own names as environment to pass', () => {
+    assert.throws(
+      () => defineJobType({ name: 'greedy', env: ['PLANRUN_RESULT_FILE'], command: ['true'] }),
+      /env: PLANRUN_RESULT_FILE is never handed to job code: the worker sets it for each command job/,
+    );
+  });
+});
+
+describe('job-types files (JSON, YAML)', () => {
+  let folder: string;
+  before(async () => {
+    folder = await mkdtemp(path.join(tmpdir(), 'planrun-job-types-file-'));
+    await writeFile(path.join(folder, 'upscale.py'), 'print("hi")\n');
+    await mkdir(path.join(folder, 'bin'));
+  });
+  after(() => rm(folder, { recursive: true, force: true }));
+
+  test('a JSON file of command job types loads; scripts and programs with a / resolve against its folder', async () => {
+    const file = path.join(folder, 'jobs.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        jobTypes: [
+          { name: 'upscale', command: ['python3', 'upscale.py', '--scale', '2'], timeoutSeconds: 60 },
+          { name: 'tool', command: ['bin/tool', '/etc/hosts'] },
+        ],
+      }),
+    );
+    const jobTypes = await loadJobTypes(file);
+    assert.deepEqual(
+      jobTypes.map((jobType) => jobType.command),
+      [
+        ['python3', path.join(folder, 'upscale.py'), '--scale', '2'],
+        [path.join(folder, 'bin/tool'), '/etc/hosts'],
+      ],
+    );
+    assert.equal(jobTypes[0]!.timeoutSeconds, 60);
+  });
+
+  test('a YAML file loads the same way', async () => {
+    const file = path.join(folder, 'jobs.yaml');
+    await writeFile(file, 'jobTypes:\n  - name: upscale\n    command: [python3, upscale.py]\n    network: true\n');
+    const [jobType] = await loadJobTypes(file);
+    assert.deepEqual(jobType, { name: 'upscale', command: ['python3', path.join(folder, 'upscale.py')], network: true });
+  });
+
+  test('a file is checked like a module: every problem named, a run is no code', async () => {
+    const file = path.join(folder, 'bad.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        jobTypes: [
+          { name: 'a', run: 'main' },
+          { name: 'a', command: ['true'], retries: 2 },
+        ],
+      }),
+    );
+    await assert.rejects(loadJobTypes(file), (error: Error) => {
+      assert.match(error.message, /job type #0 "a": run is the string "main", not a function/);
+      assert.match(error.message, /job type #1 "a": unknown property "retries"/);
+      assert.match(error.message, /job type #1 "a": duplicate name/);
+      return true;
+    });
+  });
+
+  test('a file of another shape, or not JSON, names the file and the shape it needs', async () => {
+    const list = path.join(folder, 'list.json');
+    await writeFile(list, JSON.stringify([{ name: 'a', command: ['true'] }]));
+    await assert.rejects(
+      loadJobTypes(list),
+      /job types file .*list\.json must hold \{ "jobTypes": \[\{ "name": \.\.\., "command": \[\.\.\.\] \}, \.\.\.\] \}; it holds a list/,
+    );
+    const broken = path.join(folder, 'broken.json');
+    await writeFile(broken, '{"jobTypes": [');
+    await assert.rejects(loadJobTypes(broken), /cannot load job types file .*broken\.json: /);
   });
 });
 

@@ -1,5 +1,8 @@
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { isValidName, NAME_RULE } from '../../submission/rules.js';
 import { envNameProblem } from './job-env.js';
 import { describeValue } from './json-value.js';
@@ -34,7 +37,8 @@ export interface JobRunResult {
   outputs?: string[];
 }
 
-export interface JobType {
+/** What every job type can declare, whatever language it is written in. */
+export interface JobTypeOptions {
   /** Letters, digits, `-` and `_`, starting with a letter. */
   name: string;
   /** Capabilities a worker needs to run this type (e.g. `ffmpeg`, `gpu`). */
@@ -68,8 +72,34 @@ export interface JobType {
    * too (Node itself runs about a dozen).
    */
   limits?: { memoryMb?: number; processes?: number };
+}
+
+/** A job type written in Node: `run(ctx)` in a job process planrun starts. */
+export interface NodeJobType extends JobTypeOptions {
   /** Returning nothing counts as `{}`. */
   run(ctx: JobContext): Promise<JobRunResult> | JobRunResult;
+  command?: undefined;
+}
+
+/**
+ * A job type written in any language: a program planrun starts for each job, speaking the
+ * protocol of docs/job-protocol.md (input in a file and on stdin, progress lines on fd 3,
+ * a result file, sysexits exit codes).
+ */
+export interface CommandJobType extends JobTypeOptions {
+  /**
+   * The program and its arguments. A program named without a `/` is looked up in PATH; one
+   * with a `/`, and any argument naming a file in the job-types module's folder (a script:
+   * `['python3', 'upscale.py']`), resolve against that folder.
+   */
+  command: string[];
+  run?: undefined;
+}
+
+export type JobType = NodeJobType | CommandJobType;
+
+export function isCommandJobType(jobType: JobType): jobType is CommandJobType {
+  return jobType.command !== undefined;
 }
 
 const JOB_TYPE_PROPERTIES = [
@@ -84,7 +114,11 @@ const JOB_TYPE_PROPERTIES = [
   'timeoutClass',
   'limits',
   'run',
+  'command',
 ];
+
+// A job-types file for teams with no Node code: `{ "jobTypes": [{ "name", "command", ... }] }`.
+const JOB_TYPES_FILE_EXTENSIONS: readonly string[] = ['.json', '.yaml', '.yml'];
 
 // Type names and capabilities end up as words of AMQP topic routing keys
 // (`<tenant>.<type>.<state>`) and items of the comma-separated `--capabilities` flag, so
@@ -105,21 +139,8 @@ export function defineJobType<T extends JobType>(jobType: T): T {
  * path, resolved against the current directory. Throws one error listing every problem.
  */
 export async function loadJobTypes(modulePath: string): Promise<JobType[]> {
-  let imported: Record<string, unknown>;
-  try {
-    imported = await importModule(toModuleUrl(modulePath));
-  } catch (error) {
-    throw new Error(`cannot load job types module ${modulePath}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    });
-  }
-  const list = defaultExport(imported);
-  if (!Array.isArray(list)) {
-    throw new TypeError(
-      `job types module ${modulePath} must default-export a list of job types (export default [jobType, ...]); ` +
-        `its default export is ${describeValue(list)}`,
-    );
-  }
+  const url = toModuleUrl(modulePath);
+  const list = isJobTypesFile(url) ? await readJobTypesFile(modulePath, url) : await importJobTypes(modulePath, url);
 
   const problems: string[] = [];
   if (list.length === 0) problems.push('the list is empty');
@@ -136,7 +157,61 @@ export async function loadJobTypes(modulePath: string): Promise<JobType[]> {
   if (problems.length > 0) {
     throw new TypeError(`invalid job types module ${modulePath}:\n  - ${problems.join('\n  - ')}`);
   }
-  return list as JobType[];
+  const folder = url.startsWith('file:') ? path.dirname(fileURLToPath(url)) : undefined;
+  return (list as JobType[]).map((jobType) => (isCommandJobType(jobType) && folder !== undefined ? resolveCommand(jobType, folder) : jobType));
+}
+
+async function importJobTypes(modulePath: string, url: string): Promise<unknown[]> {
+  let imported: Record<string, unknown>;
+  try {
+    imported = await importModule(url);
+  } catch (error) {
+    throw new Error(`cannot load job types module ${modulePath}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
+  }
+  const list = defaultExport(imported);
+  if (!Array.isArray(list)) {
+    throw new TypeError(
+      `job types module ${modulePath} must default-export a list of job types (export default [jobType, ...]); ` +
+        `its default export is ${describeValue(list)}`,
+    );
+  }
+  return list as unknown[];
+}
+
+/** Whether a module path or URL names a JSON or YAML job-types file rather than a module. */
+export function isJobTypesFile(modulePath: string): boolean {
+  const file = /^[a-z][a-z0-9+.-]+:/i.test(modulePath) ? new URL(modulePath).pathname : modulePath;
+  return JOB_TYPES_FILE_EXTENSIONS.includes(path.extname(file).toLowerCase());
+}
+
+/** A JSON or YAML job-types file: `{ jobTypes: [...] }`, command job types only (a file holds no code). */
+async function readJobTypesFile(modulePath: string, url: string): Promise<unknown[]> {
+  let parsed: unknown;
+  try {
+    const text = await readFile(new URL(url), 'utf8');
+    parsed = path.extname(new URL(url).pathname).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new Error(`cannot load job types file ${modulePath}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  const list = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as { jobTypes?: unknown }).jobTypes : undefined;
+  if (!Array.isArray(list)) {
+    throw new TypeError(`job types file ${modulePath} must hold { "jobTypes": [{ "name": ..., "command": [...] }, ...] }; it holds ${describeValue(parsed)}`);
+  }
+  return list as unknown[];
+}
+
+/**
+ * A command as it runs: a program named with a `/` (`./run.sh`, `bin/tool`), and every
+ * argument naming a file in the module's folder (`upscale.py`), become absolute paths there;
+ * a bare program name (`python3`) stays for the PATH lookup, as in a shell.
+ */
+function resolveCommand(jobType: CommandJobType, folder: string): CommandJobType {
+  const [program, ...args] = jobType.command as [string, ...string[]];
+  const resolvedProgram = program.includes('/') ? path.resolve(folder, program) : program;
+  const resolvedArgs = args.map((arg) => (!path.isAbsolute(arg) && existsSync(path.join(folder, arg)) ? path.join(folder, arg) : arg));
+  return { ...jobType, command: [resolvedProgram, ...resolvedArgs] };
 }
 
 /** Loads several job-types modules into one registry by name; a name defined twice is an error. */
@@ -206,7 +281,7 @@ export function toModuleUrl(modulePath: string): string {
 
 function jobTypeProblems(value: unknown): string[] {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return [`is ${describeValue(value)}, not a job type object ({ name, run, ... })`];
+    return [`is ${describeValue(value)}, not a job type object ({ name, run, ... } or { name, command, ... })`];
   }
   const jobType = value as Record<string, unknown>;
   const problems: string[] = [];
@@ -219,8 +294,7 @@ function jobTypeProblems(value: unknown): string[] {
   else if (typeof jobType.name !== 'string') problems.push(`name is ${describeValue(jobType.name)}, not a string`);
   else if (!isValidName(jobType.name)) problems.push(`name ${JSON.stringify(jobType.name)} ${NAME_RULE}`);
 
-  if (jobType.run === undefined) problems.push('run is missing (every job type needs run(ctx))');
-  else if (typeof jobType.run !== 'function') problems.push(`run is ${describeValue(jobType.run)}, not a function`);
+  problems.push(...codeProblems(jobType));
 
   if (jobType.requires !== undefined) {
     if (!Array.isArray(jobType.requires)) {
@@ -247,6 +321,25 @@ function jobTypeProblems(value: unknown): string[] {
   }
   problems.push(...sandboxProblems(jobType));
   return problems;
+}
+
+/** Exactly one of `run` (Node) and `command` (any language). */
+function codeProblems(jobType: Record<string, unknown>): string[] {
+  const { run, command } = jobType;
+  if (run !== undefined && command !== undefined) {
+    return ['has both run and command; a job type is either run(ctx) in Node or a command: [program, ...args]'];
+  }
+  if (command !== undefined) {
+    if (!Array.isArray(command) || command.length === 0 || !command.every((item) => typeof item === 'string')) {
+      return [`command is ${describeValue(command)}, not a list of strings [program, ...args]`];
+    }
+    if (command[0] === '') return ['command names no program: its first item is empty'];
+    if (command.some((item) => item.includes('\0'))) return ['command holds a NUL character'];
+    return [];
+  }
+  if (run === undefined) return ['run is missing (every job type needs run(ctx), or a command: [program, ...args])'];
+  if (typeof run !== 'function') return [`run is ${describeValue(run)}, not a function`];
+  return [];
 }
 
 function sandboxProblems(jobType: Record<string, unknown>): string[] {

@@ -1,12 +1,15 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
 import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { PermanentError, TransientError, type SerializedError } from '../../core/errors.js';
+import { FatalError, PermanentError, TransientError, type SerializedError } from '../../core/errors.js';
+import { CommandProcess } from './command-process.js';
+import { resolveCommandPrograms } from './command-program.js';
 import { envNameProblem, jobEnvironment } from './job-env.js';
-import { loadJobTypeRegistry, toModuleUrl, type JobType } from './job-type.js';
+import { isCommandJobType, loadJobTypeRegistry, toModuleUrl, type CommandJobType, type JobType } from './job-type.js';
 import { JobCgroup, ownCgroupDir, type CgroupLimits } from './job-cgroup.js';
 import { CHILD_ENTRY, JobProcess, type RunDeadline, type RunHooks } from './job-process.js';
 import { findJsonProblem } from './json-value.js';
@@ -14,7 +17,7 @@ import type { RunnerLogger } from './logger.js';
 import { findInvalidOutput } from './outputs.js';
 import type { RunTask } from './protocol.js';
 import { failed, type RunOutcome } from './run-outcome.js';
-import { checkSandbox, moduleReadablePaths, wrapCommand, type SandboxPolicy } from './sandbox.js';
+import { checkSandbox, isSystemPath, moduleReadablePaths, wrapCommand, type SandboxPolicy } from './sandbox.js';
 
 export type { RunHooks } from './job-process.js';
 export type { RunTask } from './protocol.js';
@@ -76,6 +79,8 @@ const PLANRUN_ROOT = fileURLToPath(new URL('../../', import.meta.url));
  *   not finish within the grace period, or the signal fired before it started),
  *   `pool_closed`, `output_check_failed`;
  * - fatal: `job_modules_failed`, `child_start_failed` (the worker itself is broken).
+ * A command job type's exit codes and its own codes (`data_error`, `temporary_failure`,
+ * `software_error`, `command_not_found`, ...) are listed in docs/job-protocol.md.
  * A job that finishes after its abort signal fired is reported as it finished.
  *
  * `run()` does reject when called on a closed pool or with every process busy: the
@@ -91,6 +96,8 @@ export class ProcessPool {
   private broken: JobProcess | undefined;
   private closing: Promise<void> | undefined;
   private jobTypes: Promise<Map<string, JobType>> | undefined;
+  /** The argv each command job type runs, its program found (see command-program.ts). */
+  private commands: Promise<Map<string, string[]>> | undefined;
   private readonly settings: Settings;
 
   constructor(options: ProcessPoolOptions) {
@@ -116,6 +123,7 @@ export class ProcessPool {
   async ready(): Promise<void> {
     const jobTypes = await this.loadJobTypes();
     checkLimitsEnforceable([...jobTypes.values()]);
+    await this.loadCommands();
     if (this.processPerJob) {
       await this.tryOwnProcess();
       return;
@@ -137,9 +145,11 @@ export class ProcessPool {
 
     const settings = await this.jobSettings(task);
     const outcome =
-      this.processPerJob || hasLimits(settings.jobType)
-        ? await this.runInOwnProcess(task, hooks, settings)
-        : await this.runInPooledProcess(task, hooks, settings);
+      settings.jobType !== undefined && isCommandJobType(settings.jobType)
+        ? await this.runCommand(task, hooks, settings, settings.jobType)
+        : this.processPerJob || hasLimits(settings.jobType)
+          ? await this.runInOwnProcess(task, hooks, settings)
+          : await this.runInPooledProcess(task, hooks, settings);
     return outcome.ok ? this.checkOutputs(task, outcome) : outcome;
   }
 
@@ -172,7 +182,8 @@ export class ProcessPool {
         return failed(new TransientError('pool_closed', 'the worker closed its job processes before the job started').toJSON());
       }
       await cgroup?.add(jobProcess.pid);
-      const outcome = await this.runWatched(jobProcess, task, env, hooks, deadline, cgroup);
+      const running = jobProcess;
+      const outcome = await this.runWatched(running, () => running.run(task, env, hooks, deadline), cgroup);
       const exceeded = await cgroup?.exceeded();
       return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
     } catch (error) {
@@ -185,23 +196,75 @@ export class ProcessPool {
     }
   }
 
+  /**
+   * A command job type's program, in a process of its own, wrapped by the same sandbox
+   * policy as a Node job process, in a cgroup of its own if its type declares limits.
+   */
+  private async runCommand(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
+    if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
+    this.ownProcessRuns += 1;
+    let cgroup: JobCgroup | undefined;
+    try {
+      const argv = (await this.loadCommands()).get(jobType.name);
+      if (argv === undefined) throw new Error(`job type "${jobType.name}" has no resolved command`);
+      // Checked here, as a sandbox would start and only then fail to find it.
+      const missing = programProblem(argv[0]!);
+      if (missing) return failed(missing);
+      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
+      await this.handScratchToJobUser(task.scratchDir);
+      const launch = wrapCommand(this.settings.sandbox, {
+        argv,
+        scratchDir: task.scratchDir,
+        readable: [argv[0]!, ...this.jobModuleFolders()],
+        env,
+        network: jobType.network === true,
+      });
+      const { progressThrottleMs, abortGraceMs, logger, sandbox } = this.settings;
+      const command = new CommandProcess({
+        task,
+        launch,
+        hooks,
+        deadline,
+        abortGraceMs,
+        progressThrottleMs,
+        logger,
+        signalInside: sandbox.kind === 'bwrap',
+        ...(cgroup ? { onSpawn: (pid: number) => cgroup!.add(pid) } : {}),
+      });
+      const outcome = await this.runWatched(command, () => command.run(), cgroup);
+      const exceeded = await cgroup?.exceeded();
+      return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return failed(new TransientError('child_start_failed', `the job's process could not be set up: ${reason}`).toJSON());
+    } finally {
+      this.ownProcessRuns -= 1;
+      await cgroup?.destroy();
+    }
+  }
+
+  /** The folders of the job-types modules and files: a command's scripts sit there. */
+  private jobModuleFolders(): string[] {
+    return this.settings.jobModules
+      .map(toModuleUrl)
+      .flatMap(moduleFiles)
+      .map((file) => path.dirname(file));
+  }
+
   /** Runs the job; one that hits a limit of its cgroup is killed as soon as that is seen. */
   private async runWatched(
-    jobProcess: JobProcess,
-    task: RunTask,
-    env: Record<string, string>,
-    hooks: RunHooks,
-    deadline: RunDeadline | undefined,
+    running: { kill(reason: SerializedError): void },
+    run: () => Promise<RunOutcome>,
     cgroup: JobCgroup | undefined,
   ): Promise<RunOutcome> {
-    if (cgroup === undefined) return jobProcess.run(task, env, hooks, deadline);
+    if (cgroup === undefined) return run();
     const watch = setInterval(() => {
       void cgroup.exceeded().then((exceeded) => {
-        if (exceeded !== undefined) jobProcess.kill(resourceLimit(exceeded));
+        if (exceeded !== undefined) running.kill(resourceLimit(exceeded));
       });
     }, LIMIT_WATCH_MS);
     try {
-      return await jobProcess.run(task, env, hooks, deadline);
+      return await run();
     } finally {
       clearInterval(watch);
     }
@@ -226,6 +289,19 @@ export class ProcessPool {
 
   private loadJobTypes(): Promise<Map<string, JobType>> {
     return (this.jobTypes ??= loadJobTypeRegistry(this.settings.jobModules));
+  }
+
+  private loadCommands(): Promise<Map<string, string[]>> {
+    return (this.commands ??= this.loadJobTypes().then((jobTypes) => {
+      const commandTypes = [...jobTypes.values()].filter(isCommandJobType);
+      const searchPath = jobEnvironment(this.settings.jobEnv, tmpdir()).PATH ?? '';
+      const folders = this.jobModuleFolders();
+      const { kind, jobUser } = this.settings.sandbox;
+      const inSandbox = (file: string) => kind !== 'bwrap' || isSystemPath(file) || folders.some((folder) => file.startsWith(folder + path.sep));
+      // A folder of PATH the job user cannot enter (the worker's ~/.pyenv) holds no program for its jobs.
+      const runnable = (file: string) => jobUser === undefined || spawnSync('test', ['-x', file], { uid: jobUser.uid, gid: jobUser.gid }).status === 0;
+      return resolveCommandPrograms(commandTypes, searchPath, (file) => inSandbox(file) && runnable(file));
+    }));
   }
 
   /** The job's environment and deadline, from its type (the parent loads the job modules too; an unknown type is the child's to report). */
@@ -390,6 +466,18 @@ function checkLimitsEnforceable(jobTypes: JobType[]): void {
         );
       }
     }
+  }
+}
+
+/** A program found at start that is gone or no longer executable: the worker is set up wrong, so Fatal. */
+function programProblem(program: string): SerializedError | undefined {
+  try {
+    accessSync(program, constants.X_OK);
+    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT'
+      ? new FatalError('command_not_found', `the job's program ${program} is not there`).toJSON()
+      : new FatalError('command_not_executable', `the job's program ${program} is not executable`).toJSON();
   }
 }
 

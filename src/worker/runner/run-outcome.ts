@@ -16,16 +16,16 @@ const RESULT_PROPERTIES = ['data', 'outputs'];
  * shape the worker could not store faithfully: the same value would fail the same way on
  * every attempt, so retrying would only waste them.
  */
-export function outcomeOfReturnedValue(returned: unknown): RunOutcome {
+export function outcomeOfReturnedValue(returned: unknown, source = 'run() returned'): RunOutcome {
   if (returned === undefined) return { ok: true, result: {} };
   if (typeof returned !== 'object' || returned === null || Array.isArray(returned)) {
-    return invalidResult(`run() returned ${describeValue(returned)}; it must return { data?, outputs? }`);
+    return invalidResult(`${source} ${describeValue(returned)}; it must be { data?, outputs? }`);
   }
   const fields = returned as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((key) => !RESULT_PROPERTIES.includes(key));
   if (unknown.length > 0) {
     const names = unknown.map((key) => `"${key}"`).join(', ');
-    return invalidResult(`run() returned unknown properties ${names}; it may return data and outputs`);
+    return invalidResult(`${source} unknown properties ${names}; a result has data and outputs`);
   }
   const { data, outputs } = fields;
   if (outputs !== undefined && !(Array.isArray(outputs) && outputs.every((name) => typeof name === 'string'))) {

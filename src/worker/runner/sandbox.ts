@@ -83,6 +83,11 @@ const ETC_ENTRIES = [
 // On a merged-/usr system these are links into /usr, elsewhere folders of their own.
 const ROOT_PROGRAM_DIRS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
+/** Whether a file lies in the system folders the bwrap sandbox shows every job (read-only). */
+export function isSystemPath(file: string): boolean {
+  return ['/usr', ...ROOT_PROGRAM_DIRS].some((dir) => isInside(path.resolve(file), dir));
+}
+
 /** Checks that the policy can work on this machine; throws a message for the operator when it cannot. */
 export function checkSandbox(policy: SandboxPolicy): void {
   if (policy.kind === 'bwrap') {
