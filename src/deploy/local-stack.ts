@@ -1,3 +1,4 @@
+import type { RateLimit } from '../api/rate-limit.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -27,6 +28,8 @@ export interface LocalStackOptions {
   port: number;
   /** A metrics listener of its own (see OrchestratorServiceOptions). */
   metrics?: { host: string; port: number };
+  /** Submissions per API key (see OrchestratorServiceOptions). */
+  rateLimit?: RateLimit | 'off';
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
   /** An S3-compatible output store (`--store`); the workers then upload with the URLs the fence hands out. */
@@ -100,6 +103,7 @@ export class LocalStack {
       host: options.host,
       port: options.port,
       ...(options.metrics ? { metrics: options.metrics } : {}),
+      ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
     });
     const key = ensureLocalKey(service.keys, dataDir);

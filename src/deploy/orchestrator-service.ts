@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi } from '../api/api.js';
 import { buildMetricsListener } from '../api/metrics-listener.js';
+import type { RateLimit } from '../api/rate-limit.js';
 import type { Broker } from '../broker/broker.js';
 import { KeyStore } from '../keys/key-store.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
@@ -30,6 +31,8 @@ export interface OrchestratorServiceOptions {
   port: number;
   /** Serve `GET /metrics` on a listener of its own, without a key, instead of behind a key on the API port. */
   metrics?: { host: string; port: number };
+  /** Submissions per API key (`--rate-limit`); `off` for none (default: the API's default). */
+  rateLimit?: RateLimit | 'off';
   declaredFleet?: DeclaredFleet;
   /** The credential every control message must carry (see Orchestrator's `fleetKey`). */
   fleetKey?: string | undefined;
@@ -94,6 +97,7 @@ export class OrchestratorService {
         logger: options.logger.child({ part: 'api' }),
         serveMetrics: metricsListener === undefined,
         outputDir: options.outputDir ?? join(options.dataDir, 'outputs'),
+        ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       });
       const url = await listen(api, 'the HTTP API', options);
       const metricsUrl = `${metricsAt ?? url}/metrics`;

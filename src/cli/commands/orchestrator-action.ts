@@ -50,6 +50,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     fleetKey: process.env.PLANRUN_FLEET_KEY || undefined,
     objectStore,
     ...metricsListener(flags),
+    rateLimit: flags.rateLimit,
   });
   let exiting = false;
   async function shutdown(): Promise<void> {

@@ -1,3 +1,4 @@
+import type { RateLimit } from '../../api/rate-limit.js';
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
@@ -11,6 +12,7 @@ export interface UpFlags extends StoreFlags {
   port: number;
   metricsHost: string;
   metricsPort?: number;
+  rateLimit: RateLimit | 'off';
   workers: number;
   slots: number;
   jobs?: string[];
