@@ -66,7 +66,9 @@ export class OrchestratorService {
 
   static async start(options: OrchestratorServiceOptions): Promise<OrchestratorService> {
     const ledger = await openLedger(options.ledger, options.dataDir, options.ledgerConfig);
-    const keys = KeyStore.open(options.dataDir);
+    const keys = KeyStore.open(options.dataDir, {
+      onUseNotRecorded: (error) => options.logger.warn({ err: error }, "could not record an API key's last use in keys.db; the next request tries again"),
+    });
     const orchestrator = new Orchestrator({
       ledger,
       broker: options.broker,

@@ -116,6 +116,28 @@ describe('the key store', () => {
     }, clock);
   });
 
+  it('a last use that cannot be written is reported, the key still works, and the next use tries again', () => {
+    const dir = tempDir('planrun-keys-');
+    const failures: unknown[] = [];
+    const store = KeyStore.open(dir.path, { onUseNotRecorded: (error) => failures.push(error) });
+    const other = new Database(join(dir.path, 'keys.db'));
+    try {
+      const { id, key } = store.create('acme');
+      other.exec("CREATE TRIGGER refuse BEFORE UPDATE ON api_keys BEGIN SELECT RAISE(ABORT, 'no writes now'); END");
+      assert.deepEqual(store.identify(key), { id, kind: 'tenant', tenant: 'acme' });
+      assert.equal(failures.length, 1);
+      assert.match(String(failures[0]), /no writes now/);
+      assert.equal(store.list()[0]!.lastUsedAt, undefined);
+      other.exec('DROP TRIGGER refuse');
+      store.identify(key);
+      assert.notEqual(store.list()[0]!.lastUsedAt, undefined, 'recorded at the next use, not a minute later');
+    } finally {
+      other.close();
+      store.close();
+      dir.remove();
+    }
+  });
+
   it('opens a keys.db made before key kinds, revocation and last use: its keys keep working as tenant keys', () => {
     const dir = tempDir('planrun-keys-');
     try {

@@ -86,10 +86,15 @@ export class KeyStore {
   private constructor(
     private readonly db: Database.Database,
     private readonly clock: Clock,
+    private readonly onUseNotRecorded: (error: unknown) => void,
   ) {}
 
-  /** Opens (creating if needed) `<dataDir>/keys.db`, with the same durability as the ledger. */
-  static open(dataDir: string, options: { clock?: Clock } = {}): KeyStore {
+  /**
+   * Opens (creating if needed) `<dataDir>/keys.db`, with the same durability as the ledger.
+   * `onUseNotRecorded` hears of a key's last use that could not be written (the file busy
+   * or read-only): the request it came with goes on, and the next one tries again.
+   */
+  static open(dataDir: string, options: { clock?: Clock; onUseNotRecorded?: (error: unknown) => void } = {}): KeyStore {
     const file = resolve(join(dataDir, 'keys.db'));
     let db: Database.Database | undefined;
     try {
@@ -99,7 +104,7 @@ export class KeyStore {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = FULL');
       migrate(db);
-      return new KeyStore(db, options.clock ?? systemClock);
+      return new KeyStore(db, options.clock ?? systemClock, options.onUseNotRecorded ?? (() => undefined));
     } catch (error) {
       db?.close();
       throw new KeyStoreError(`cannot open key store ${file}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
@@ -185,8 +190,13 @@ export class KeyStore {
     const now = this.clock.now();
     const recorded = this.usesRecordedAt.get(id);
     if (recorded !== undefined && now - recorded < lastUsedResolutionMs) return;
-    this.usesRecordedAt.set(id, now);
-    this.db.prepare('UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?').run(now, id);
+    try {
+      this.db.prepare('UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?').run(now, id);
+      this.usesRecordedAt.set(id, now);
+    } catch (error) {
+      // Only bookkeeping: the request the key came with must not fail for it.
+      this.onUseNotRecorded(error);
+    }
   }
 }
 
