@@ -16,6 +16,7 @@ import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOutputRoutes } from './routes/outputs.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { registerUploadRoutes } from './routes/uploads.js';
+import { defaultRateLimit, limitRequestsPerKey, type RateLimit } from './rate-limit.js';
 import { OpenEventStreams } from './sse.js';
 import { formatValidationError, refuseDeepBodies, useStrictValidation } from './validation.js';
 
@@ -30,7 +31,7 @@ export const defaultApiLimits: ApiLimits = { bodyBytes: 1024 * 1024, batchJobs: 
 
 export interface ApiOptions {
   orchestrator: Orchestrator;
-  /** Tells the tenant of an API key (the KeyStore). */
+  /** Tells who an API key acts for (the KeyStore). */
   keys: KeyLookup;
   /** The orchestrator's broker connection, watched for `GET /readyz`. */
   broker: Pick<Broker, 'onEvent'>;
@@ -45,6 +46,8 @@ export interface ApiOptions {
   serveMetrics?: boolean;
   /** The folder store `GET /v1/jobs/:id/outputs/:name` may stream files from (outputs elsewhere on disk are not served). */
   outputDir?: string;
+  /** Submissions (`POST /v1/jobs`, `/v1/jobs/batch`, `/v1/uploads`) per API key; `off` for none (default `defaultRateLimit`). */
+  rateLimit?: RateLimit | 'off';
 }
 
 /**
@@ -96,11 +99,16 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   void app.register(
     async (v1) => {
       requireApiKey(v1, options.keys);
-      registerSubmitRoutes(v1, options.orchestrator, limits);
+      // The routes that create something, in a scope of their own so that only they are rate limited.
+      await v1.register(async (submission) => {
+        const rateLimit = options.rateLimit ?? defaultRateLimit;
+        if (rateLimit !== 'off') await limitRequestsPerKey(submission, rateLimit);
+        registerSubmitRoutes(submission, options.orchestrator, limits);
+        registerUploadRoutes(submission, options.orchestrator);
+      });
       registerJobRoutes(v1, options.orchestrator);
       registerOutputRoutes(v1, options.orchestrator, options.outputDir);
-      registerUploadRoutes(v1, options.orchestrator);
-      registerJobEventRoutes(v1, options.orchestrator, streams);
+      registerJobEventRoutes(v1, options.orchestrator, streams, options.keys);
       registerFleetRoutes(v1, options.orchestrator.fleet);
     },
     { prefix: '/v1' },

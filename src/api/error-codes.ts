@@ -14,6 +14,8 @@ export const ApiErrorCode = {
   unavailable: 'unavailable',
   /** `POST /v1/uploads` to an orchestrator without an object store. */
   noObjectStore: 'no_object_store',
+  /** More submissions with one key than `--rate-limit` allows: retry after `Retry-After` seconds. */
+  rateLimited: 'rate_limited',
   internal: 'internal_error',
 } as const;
 export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];

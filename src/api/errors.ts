@@ -47,6 +47,7 @@ const codeByStatus: Record<number, ApiErrorCode> = {
   409: ApiErrorCode.conflict,
   413: ApiErrorCode.payloadTooLarge,
   415: ApiErrorCode.unsupportedMediaType,
+  429: ApiErrorCode.rateLimited,
   503: ApiErrorCode.unavailable,
 };
 

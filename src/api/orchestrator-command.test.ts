@@ -14,7 +14,7 @@ import { Topology } from '../topology.js';
 const planrun = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
 describe('planrun orchestrator serves the HTTP API', () => {
-  it('listens on --host/--port (metrics on --metrics-port), logs the URL, takes keys from its data dir, and closes on SIGTERM', async () => {
+  it('listens on --host/--port (metrics on --metrics-port), logs the URL, takes keys from its data dir, limits submissions to --rate-limit, and closes on SIGTERM', async () => {
     const dir = tempDir('planrun-orchestrator-api-');
     const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
     const port = await freePort();
@@ -39,6 +39,8 @@ describe('planrun orchestrator serves the HTTP API', () => {
         String(metricsPort),
         '--prefix',
         topology.prefix,
+        '--rate-limit',
+        '1/min',
       ],
       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PLANRUN_LOG_LEVEL: 'info' } },
     );
@@ -49,13 +51,19 @@ describe('planrun orchestrator serves the HTTP API', () => {
       const url = `http://127.0.0.1:${port}`;
       await waitFor('the listening log line', () => log.includes(`HTTP API on ${url}`), 10_000);
       assert.equal((await fetch(`${url}/readyz`)).status, 200);
-      const submitted = await fetch(`${url}/v1/jobs`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ type: 'probe', input: {} }),
-      });
+      const submit = () =>
+        fetch(`${url}/v1/jobs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ type: 'probe', input: {} }),
+        });
+      const submitted = await submit();
       assert.equal(submitted.status, 202);
       assert.equal(((await submitted.json()) as { tenant: string }).tenant, 'acme');
+      const limited = await submit();
+      assert.equal(limited.status, 429);
+      assert.ok(Number(limited.headers.get('retry-after')) > 0);
+      assert.equal(((await limited.json()) as { error: { code: string } }).error.code, 'rate_limited');
       assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status, 200);
 
       child.kill('SIGTERM');

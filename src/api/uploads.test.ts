@@ -75,6 +75,21 @@ describe('POST /v1/uploads', () => {
       assert.notEqual(globex.body.location.split('/')[6], answer.body.location.split('/')[6], 'every upload has an id of its own');
     });
 
+    it('an admin key uploads under the tenant it names, and must name one; a tenant key may not', async () => {
+      const forGlobex = await call(api.app, 'POST', '/v1/uploads', { key: api.adminKey, body: { name: 'clip.mp4', bytes: 1, tenant: 'globex' } });
+      assert.equal(forGlobex.status, 200, JSON.stringify(forGlobex.body));
+      assert.match(forGlobex.body.location, /\/up\/globex\/uploads\//);
+      const unnamed = await call(api.app, 'POST', '/v1/uploads', { key: api.adminKey, body: { name: 'clip.mp4', bytes: 1 } });
+      assert.equal(unnamed.status, 400);
+      assert.match(unnamed.body.error.message, /^body must have property "tenant" with an admin key/);
+      const badName = await call(api.app, 'POST', '/v1/uploads', { key: api.adminKey, body: { name: 'clip.mp4', bytes: 1, tenant: 'a.b' } });
+      assert.equal(badName.status, 400);
+      assert.match(badName.body.error.message, /^tenant name "a.b" must start with a letter/);
+      const tenantNaming = await call(api.app, 'POST', '/v1/uploads', { key: api.acmeKey, body: { name: 'clip.mp4', bytes: 1, tenant: 'globex' } });
+      assert.equal(tenantNaming.status, 400);
+      assert.equal(tenantNaming.body.error.message, 'body must NOT have property "tenant"');
+    });
+
     it('refuses a name with a folder, . or .., a control character, a size over 5 GiB, and unknown fields: 400', async () => {
       const bad = [
         { name: 'a/b.mp4', bytes: 1 },

@@ -1,4 +1,5 @@
 import { InvalidArgumentError, Option } from 'commander';
+import { parseRateLimit, type RateLimit } from '../api/rate-limit.js';
 import { formatDuration, parseDuration } from '../core/duration.js';
 
 /**
@@ -24,6 +25,14 @@ export function positiveIntOption(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a whole number of at least 1, got "${value}"`);
   return n;
+}
+
+export function rateLimitOption(value: string): RateLimit | 'off' {
+  try {
+    return parseRateLimit(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
 }
 
 const byteUnits = { b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 } as const;

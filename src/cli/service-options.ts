@@ -1,7 +1,8 @@
 import { Option, type Command } from 'commander';
+import { defaultRateLimit, formatRateLimit } from '../api/rate-limit.js';
 import { defaultLedgerConfig } from '../ledger/ledger.js';
 import { loadTenantMap, submitTenantSources, TenantMapError, type SubmitTenantSource } from '../orchestrator/submit-tenant.js';
-import { durationFlag, positiveIntOption, UsageError } from './options.js';
+import { durationFlag, positiveIntOption, rateLimitOption, UsageError } from './options.js';
 
 /** Where `planrun orchestrator` and `planrun up` serve the HTTP API and the metrics. */
 export function addListenOptions(command: Command): Command {
@@ -9,7 +10,12 @@ export function addListenOptions(command: Command): Command {
     .option('--host <host>', 'where the HTTP API listens', '127.0.0.1')
     .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
     .option('--metrics-port <n>', 'serve GET /metrics on this port, without a key (instead of on the API port, with one)', positiveIntOption)
-    .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1');
+    .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1')
+    .addOption(
+      new Option('--rate-limit <rate>', 'submissions (POST /v1/jobs, /v1/jobs/batch, /v1/uploads) per API key, e.g. 100/s, 600/min; off for none')
+        .argParser(rateLimitOption)
+        .default(defaultRateLimit, formatRateLimit(defaultRateLimit)),
+    );
 }
 
 /** The ledger's timing, the same on `planrun orchestrator` and `planrun up`. */

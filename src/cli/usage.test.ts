@@ -28,6 +28,12 @@ describe('planrun usage errors', () => {
       [['up', '--port', 'abc'], /option '--port <n>' argument 'abc' is invalid/],
       [['orchestrator', '--max-attempts', '0'], /option '--max-attempts <n>' argument '0' is invalid/],
       [['keys', 'create'], /required option '--tenant <name>' not specified/],
+      [['keys', 'create', '--admin', '--tenant', 'acme'], /--admin and --tenant exclude each other/],
+      [
+        ['orchestrator', '--rate-limit', 'fast'],
+        /option '--rate-limit <rate>' argument 'fast' is invalid\. expected requests per key and window such as 100\/s, 600\/min or 5000\/h \(or off\), got "fast"/,
+      ],
+      [['up', '--rate-limit', '0/s'], /option '--rate-limit <rate>' argument '0\/s' is invalid/],
       [['status'], /missing required argument 'id'/],
       [['jobs', '--bogus'], /unknown option '--bogus'/],
       [['nosuch'], /unknown command 'nosuch'/],

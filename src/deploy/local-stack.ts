@@ -1,3 +1,4 @@
+import type { RateLimit } from '../api/rate-limit.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +31,8 @@ export interface LocalStackOptions {
   port: number;
   /** A metrics listener of its own (see OrchestratorServiceOptions). */
   metrics?: { host: string; port: number };
+  /** Submissions per API key (see OrchestratorServiceOptions). */
+  rateLimit?: RateLimit | 'off';
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
   /** Where a queue submission's tenant comes from (default: its body). */
@@ -120,6 +123,7 @@ export class LocalStack {
       host: options.host,
       port: options.port,
       ...(options.metrics ? { metrics: options.metrics } : {}),
+      ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
       ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
       ...(options.submitTenant ? { submitTenant: options.submitTenant } : {}),

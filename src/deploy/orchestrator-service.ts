@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi } from '../api/api.js';
 import { buildMetricsListener } from '../api/metrics-listener.js';
+import type { RateLimit } from '../api/rate-limit.js';
 import type { Broker } from '../broker/broker.js';
 import { KeyStore } from '../keys/key-store.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
@@ -32,6 +33,8 @@ export interface OrchestratorServiceOptions {
   port: number;
   /** Serve `GET /metrics` on a listener of its own, without a key, instead of behind a key on the API port. */
   metrics?: { host: string; port: number };
+  /** Submissions per API key (`--rate-limit`); `off` for none (default: the API's default). */
+  rateLimit?: RateLimit | 'off';
   declaredFleet?: DeclaredFleet;
   /** The credential every control message must carry (see Orchestrator's `fleetKey`). */
   fleetKey?: string | undefined;
@@ -69,7 +72,9 @@ export class OrchestratorService {
 
   static async start(options: OrchestratorServiceOptions): Promise<OrchestratorService> {
     const ledger = await openLedger(options.ledger, options.dataDir, options.ledgerConfig);
-    const keys = KeyStore.open(options.dataDir);
+    const keys = KeyStore.open(options.dataDir, {
+      onUseNotRecorded: (error) => options.logger.warn({ err: error }, "could not record an API key's last use in keys.db; the next request tries again"),
+    });
     const orchestrator = new Orchestrator({
       ledger,
       broker: options.broker,
@@ -102,6 +107,7 @@ export class OrchestratorService {
         logger: options.logger.child({ part: 'api' }),
         serveMetrics: metricsListener === undefined,
         outputDir: options.outputDir ?? join(options.dataDir, 'outputs'),
+        ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       });
       const url = await listen(api, 'the HTTP API', options);
       const metricsUrl = `${metricsAt ?? url}/metrics`;

@@ -38,8 +38,11 @@ describe('planrun keys', () => {
       const listed = await run('keys', 'list', '--data-dir', dir.path);
       assert.equal(listed.code, 0);
       const lines = listed.stdout.trimEnd().split('\n');
-      assert.match(lines[0]!, /^ID\s+TENANT\s+KEY\s+CREATED$/);
-      assert.match(lines[1]!, new RegExp(`^${record!.id}\\s+acme\\s+${key.slice(0, 12)}\\.\\.\\.\\s+\\d{4}-\\d\\d-\\d\\dT`));
+      assert.match(lines[0]!, /^ID\s+TENANT\s+KIND\s+KEY\s+CREATED\s+LAST USED\s+REVOKED$/);
+      assert.match(
+        lines[1]!,
+        new RegExp(`^${record!.id}\\s+acme\\s+tenant\\s+${key.slice(0, 12)}\\.\\.\\.\\s+\\d{4}-\\d\\d-\\d\\dT\\S+\\s+\\d{4}-\\d\\d-\\d\\dT\\S+\\s+-$`),
+      );
       assert.ok(!listed.stdout.includes(key));
 
       const revoked = await run('keys', 'revoke', record!.id, '--data-dir', dir.path);
@@ -49,9 +52,44 @@ describe('planrun keys', () => {
       assert.equal(reopened.tenantOf(key), undefined);
       reopened.close();
 
+      const afterRevoke = await run('keys', 'list', '--data-dir', dir.path);
+      assert.match(
+        afterRevoke.stdout.trimEnd().split('\n')[1]!,
+        new RegExp(`^${record!.id}\\s+acme\\s+tenant\\s.*\\s\\d{4}-\\d\\d-\\d\\dT\\S+Z$`),
+        'listed as revoked, with the time',
+      );
+
       const again = await run('keys', 'revoke', record!.id, '--data-dir', dir.path);
       assert.equal(again.code, 2);
-      assert.equal(again.stderr, `planrun: no key has id ${record!.id} (see planrun keys list)\n`);
+      assert.equal(again.stderr, `planrun: key ${record!.id} is already revoked\n`);
+      const unknown = await run('keys', 'revoke', 'nosuchid', '--data-dir', dir.path);
+      assert.equal(unknown.code, 2);
+      assert.equal(unknown.stderr, 'planrun: no key has id nosuchid (see planrun keys list)\n');
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('create --admin makes an admin key, listed with tenant "*" and kind admin; --admin with --tenant is a usage error', async () => {
+    const dir = tempDir('planrun-keys-cli-');
+    try {
+      const created = await run('keys', 'create', '--admin', '--data-dir', dir.path);
+      assert.equal(created.code, 0, created.stderr);
+      const key = created.stdout.trimEnd();
+      assert.match(key, /^prk_[A-Za-z0-9_-]{43}$/);
+      assert.match(created.stderr, /admin key, for every tenant's jobs; store it now/);
+      const store = KeyStore.open(dir.path);
+      assert.equal(store.identify(key)?.kind, 'admin');
+      const [record] = store.list();
+      store.close();
+      const listed = await run('keys', 'list', '--data-dir', dir.path);
+      assert.match(listed.stdout, new RegExp(`^${record!.id}\\s+\\*\\s+admin\\s+${key.slice(0, 12)}\\.\\.\\.\\s`, 'm'));
+      assert.ok(!listed.stdout.includes(key));
+
+      const both = await run('keys', 'create', '--admin', '--tenant', 'acme', '--data-dir', dir.path);
+      assert.equal(both.code, 2);
+      assert.equal(both.stderr, 'planrun: --admin and --tenant exclude each other: an admin key acts for every tenant\n');
+      assert.equal(both.stdout, '');
     } finally {
       dir.remove();
     }

@@ -11,6 +11,8 @@ export const maxUploadBytes = 5 * 1024 ** 3;
 export interface UploadRequest {
   name: string;
   bytes: number;
+  /** The tenant the file is for: required with an admin key, refused with a tenant key. */
+  tenant?: string;
 }
 
 /** Where to PUT the file, and the location to name in a job's input once it is there. */
@@ -33,12 +35,13 @@ const uploadRequestProperties = {
     description: 'the file name, without any folder',
   },
   bytes: { type: 'integer', minimum: 0, maximum: maxUploadBytes, description: 'the exact size of the file' },
+  tenant: { type: 'string', minLength: 1, maxLength: 64, description: 'the tenant the file is for: required with an admin key, refused with a tenant key' },
 } as const satisfies SchemaProperties<UploadRequest>;
 
 export const uploadRequestSchema = {
   type: 'object',
   additionalProperties: false,
-  required: allRequired(uploadRequestProperties),
+  required: ['name', 'bytes'],
   properties: uploadRequestProperties,
 } as const;
 

@@ -1,6 +1,6 @@
 /**
  * For the API tests: a Harness (orchestrator, SQLite ledger, workers on demand) with the
- * HTTP API in front of it, a key store holding one key for each of two tenants, and
+ * HTTP API in front of it, a key store holding one key for each of two tenants and an admin key, and
  * small helpers to call the API and read its event streams.
  */
 import type { FastifyInstance, InjectOptions } from 'fastify';
@@ -12,6 +12,7 @@ import type { LedgerConfig } from '../../src/ledger/ledger.js';
 import type { S3OutputStore } from '../../src/orchestrator/object-store.js';
 import { Harness, type HarnessOptions } from '../testing/harness.js';
 import { buildApi, type ApiLimits } from '../../src/api/api.js';
+import type { RateLimit } from '../../src/api/rate-limit.js';
 
 export interface ApiFixture {
   harness: Harness;
@@ -20,6 +21,8 @@ export interface ApiFixture {
   /** Keys of tenant `acme` and tenant `globex`. */
   acmeKey: string;
   globexKey: string;
+  /** An admin key: every tenant's jobs. */
+  adminKey: string;
   /** Where the API listens on a real socket. */
   url: string;
   close(): Promise<void>;
@@ -36,6 +39,8 @@ export interface ApiFixtureOptions {
   /** The harness's ledger opener and change poll (default: SQLite, the orchestrator's poll). */
   openLedger?: HarnessOptions['openLedger'];
   changePollMs?: number;
+  /** Submissions per key (default: the API's default). */
+  rateLimit?: RateLimit | 'off';
 }
 
 export async function startApi(broker: Broker, options: ApiFixtureOptions = {}): Promise<ApiFixture> {
@@ -55,6 +60,7 @@ export async function startApi(broker: Broker, options: ApiFixtureOptions = {}):
     limits: options.limits,
     eventHeartbeatMs: options.eventHeartbeatMs,
     ...(options.serveOutputs ? { outputDir: harness.outputRoot } : {}),
+    ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return {
@@ -63,6 +69,7 @@ export async function startApi(broker: Broker, options: ApiFixtureOptions = {}):
     keys,
     acmeKey: keys.create('acme').key,
     globexKey: keys.create('globex').key,
+    adminKey: keys.createAdmin().key,
     url,
     async close() {
       await app.close();

@@ -3,6 +3,7 @@ import type { Job } from '../../ledger/ledger.js';
 import { isTerminal } from '../../ledger/states.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import type { JobEvent } from '../../wire/jobs.js';
+import { visibleTenant, type KeyLookup } from '../auth.js';
 import { errorSchema, jobNotFound } from '../errors.js';
 import { toJobSummary } from '../job-view.js';
 import type { EventStream, OpenEventStreams } from '../sse.js';
@@ -21,8 +22,11 @@ import { jobIdParams } from './jobs.js';
  * Change notifications only say "look again": every event is read from the ledger, so a
  * stream never shows a state that was not committed, and notifications that come close
  * together make one read.
+ *
+ * A stream whose key is revoked ends at its next heartbeat: keys are revoked by another
+ * process (`planrun keys revoke`), so the stream asks the key store rather than waits to be told.
  */
-export function registerJobEventRoutes(scope: FastifyInstance, orchestrator: Orchestrator, streams: OpenEventStreams): void {
+export function registerJobEventRoutes(scope: FastifyInstance, orchestrator: Orchestrator, streams: OpenEventStreams, keys: KeyLookup): void {
   scope.get<{ Params: { id: string } }>(
     '/jobs/:id/events',
     {
@@ -48,14 +52,26 @@ export function registerJobEventRoutes(scope: FastifyInstance, orchestrator: Orc
       // Listening starts before the first read, so no change in between goes unseen.
       const stopListening = orchestrator.events.onJob(id, () => changed.notify());
       try {
-        const job = await orchestrator.ledger.getJob(id, request.tenant);
+        const job = await orchestrator.ledger.getJob(id, visibleTenant(request.caller));
         if (!job) throw jobNotFound(id);
-        await follow(job, streams.start(reply), changed, (jobId) => orchestrator.ledger.getJob(jobId, request.tenant), request.log);
+        const stream = streams.start(reply);
+        const keyId = request.caller.id;
+        stream.onHeartbeat(() => void endUnlessActive(stream, keys, keyId, request.log));
+        await follow(job, stream, changed, (jobId) => orchestrator.ledger.getJob(jobId, visibleTenant(request.caller)), request.log);
       } finally {
         stopListening();
       }
     },
   );
+}
+
+async function endUnlessActive(stream: EventStream, keys: KeyLookup, keyId: string, log: FastifyBaseLogger): Promise<void> {
+  try {
+    if (!(await keys.isActive(keyId))) stream.end();
+  } catch (error) {
+    // The key store cannot answer now: the stream goes on, and the next heartbeat asks again.
+    log.warn({ err: error, keyId }, "cannot check whether an event stream's key is still active");
+  }
 }
 
 async function follow(

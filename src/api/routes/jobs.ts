@@ -3,6 +3,7 @@ import type { Job } from '../../ledger/ledger.js';
 import type { JobState } from '../../ledger/states.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import { jobPageSchema, jobViewSchema, type JobPage, type JobView } from '../../wire/jobs.js';
+import { visibleTenant } from '../auth.js';
 import { ApiError, ApiErrorCode, errorSchema, jobNotFound } from '../errors.js';
 import { toJobSummary, toJobView } from '../job-view.js';
 
@@ -21,6 +22,7 @@ const listQuery = {
     type: { type: 'string', minLength: 1, maxLength: 64 },
     cursor: { type: 'string', minLength: 1, maxLength: 256, description: 'the nextCursor of the page before' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
+    tenant: { type: 'string', minLength: 1, maxLength: 64, description: "admin keys only: one tenant's jobs instead of every tenant's" },
   },
 } as const;
 
@@ -29,9 +31,13 @@ interface ListQuery {
   type?: string;
   cursor?: string;
   limit: number;
+  tenant?: string;
 }
 
-/** Reading, listing and cancelling one tenant's jobs. Another tenant's job is answered 404, as a missing one. */
+/**
+ * Reading, listing and cancelling jobs: a tenant key's own tenant's, where another
+ * tenant's job is answered 404, as a missing one; an admin key's, every tenant's.
+ */
 export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestrator): void {
   const { ledger } = orchestrator;
 
@@ -50,7 +56,7 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
       },
     },
     async (request) => {
-      const job = await ledger.getJob(request.params.id, request.tenant);
+      const job = await ledger.getJob(request.params.id, visibleTenant(request.caller));
       if (!job) throw jobNotFound(request.params.id);
       return detail(job);
     },
@@ -60,14 +66,19 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
     '/jobs',
     {
       schema: {
-        summary: "The tenant's jobs, newest first, a page at a time",
+        summary: "The tenant's jobs (an admin key: every tenant's), newest first, a page at a time",
         tags: ['jobs'],
         querystring: listQuery,
         response: { 200: jobPageSchema, 400: errorSchema, 401: errorSchema },
       },
     },
     async (request): Promise<JobPage> => {
-      const page = await ledger.listJobs({ ...request.query, tenant: request.tenant });
+      const { tenant, ...query } = request.query;
+      const own = visibleTenant(request.caller);
+      if (own !== undefined && tenant !== undefined) {
+        throw new ApiError(400, ApiErrorCode.invalidRequest, 'querystring must NOT have property "tenant"');
+      }
+      const page = await ledger.listJobs({ ...query, tenant: own ?? tenant });
       return { jobs: page.jobs.map(toJobSummary), nextCursor: page.nextCursor };
     },
   );
@@ -92,7 +103,10 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
       },
     },
     async (request) => {
-      const result = await orchestrator.cancel(request.params.id, request.tenant);
+      // An admin cancels in the job's own tenant, which only the job tells.
+      const tenant = visibleTenant(request.caller) ?? (await ledger.getJob(request.params.id))?.tenant;
+      if (tenant === undefined) throw jobNotFound(request.params.id);
+      const result = await orchestrator.cancel(request.params.id, tenant);
       if (result.outcome !== 'refused') return detail(result.job);
       if (result.reason === 'unknown_job' || !result.job) throw jobNotFound(request.params.id);
       const ended = result.job.failureReason ? `${result.job.state}: ${result.job.failureReason}` : result.job.state;

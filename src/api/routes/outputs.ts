@@ -3,6 +3,7 @@ import { realpath, stat } from 'node:fs/promises';
 import { basename, isAbsolute, resolve, sep } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { visibleTenant } from '../auth.js';
 import { ApiError, ApiErrorCode, errorSchema, jobNotFound } from '../errors.js';
 
 /** How long the presigned GET a redirect names stays valid. */
@@ -35,7 +36,7 @@ export function registerOutputRoutes(scope: FastifyInstance, orchestrator: Orche
     async (request, reply) => {
       const { id } = request.params;
       const name = request.params['*'];
-      const job = await orchestrator.ledger.getJob(id, request.tenant);
+      const job = await orchestrator.ledger.getJob(id, visibleTenant(request.caller));
       if (!job) throw jobNotFound(id);
       const location = job.state === 'finished' ? job.result?.outputs?.[name] : undefined;
       if (location === undefined || !Object.hasOwn(job.result?.outputs ?? {}, name)) {

@@ -3,24 +3,33 @@ import type { SubmitParams, SubmitResult } from '../../ledger/ledger.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import { idempotencyKeySchema, inputProblem, submissionProperties, tenantNameProblem } from '../../submission/rules.js';
 import { submittedBatchSchema, submittedJobSchema, type SubmittedBatch, type SubmittedJob } from '../../wire/jobs.js';
+import { submittingTenant } from '../auth.js';
 import { ApiError, ApiErrorCode, errorSchema } from '../errors.js';
 import { toSubmittedJob } from '../job-view.js';
 
 // Job types and capabilities become words of routing keys and queue names, and inputs
 // go on to job processes: both paths of submission hold them to the same rules
 // (src/submission/rules.ts); the submit queue refuses what is refused here.
+// An admin key names the tenant a job is for; a tenant key submits for its own (see auth.ts).
+export const namedTenantSchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 64,
+  description: 'the tenant the job is for: required with an admin key, refused with a tenant key',
+} as const;
+
 const submissionSchema = {
   type: 'object',
   required: ['type', 'input'],
   additionalProperties: false,
-  properties: submissionProperties,
+  properties: { ...submissionProperties, tenant: namedTenantSchema },
 } as const;
 
 const batchItemSchema = {
   type: 'object',
   required: ['type', 'input'],
   additionalProperties: false,
-  properties: { ...submissionProperties, idempotencyKey: idempotencyKeySchema },
+  properties: { ...submissionProperties, tenant: namedTenantSchema, idempotencyKey: idempotencyKeySchema },
 } as const;
 
 interface Submission {
@@ -29,6 +38,7 @@ interface Submission {
   requires?: string[];
   maxAttempts?: number;
   timeoutSeconds?: number;
+  tenant?: string;
 }
 
 interface BatchItem extends Submission {
@@ -59,9 +69,10 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
     },
     async (request, reply) => {
       const { type, input, requires, maxAttempts, timeoutSeconds } = request.body;
-      refuseBreakingRules(request.tenant, [[input, 'body/input']]);
+      const tenant = submittingTenant(request.caller, request.body.tenant, 'body');
+      refuseBreakingRules([[tenant, input, 'body/input']]);
       const idempotencyKey = request.headers['idempotency-key'];
-      const result = await orchestrator.submit({ tenant: request.tenant, type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey });
+      const result = await orchestrator.submit({ tenant, type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey });
       return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(submitted(result));
     },
   );
@@ -85,12 +96,10 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       },
     },
     async (request, reply) => {
-      refuseBreakingRules(
-        request.tenant,
-        request.body.jobs.map((job, index) => [job.input, `body/jobs/${index}/input`]),
-      );
-      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey }) => ({
-        tenant: request.tenant,
+      const tenants = request.body.jobs.map((job, index) => submittingTenant(request.caller, job.tenant, `body/jobs/${index}`));
+      refuseBreakingRules(request.body.jobs.map((job, index) => [tenants[index]!, job.input, `body/jobs/${index}/input`]));
+      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey }, index) => ({
+        tenant: tenants[index]!,
         type,
         input,
         requires,
@@ -107,10 +116,10 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
 
 /**
  * The rules the schema cannot say: the input's size and nesting, and the tenant's name
- * (the key decides the tenant; a key made before the rule existed must not get round it).
+ * (an admin names it; a tenant key made before the rule existed must not get round it).
  */
-function refuseBreakingRules(tenant: string, inputs: Array<[unknown, string]>): void {
-  const problem = tenantNameProblem(tenant) ?? inputs.map(([input, where]) => inputProblem(input, where)).find((p) => p !== undefined);
+function refuseBreakingRules(jobs: Array<[tenant: string, input: unknown, where: string]>): void {
+  const problem = jobs.map(([tenant, input, where]) => tenantNameProblem(tenant) ?? inputProblem(input, where)).find((p) => p !== undefined);
   if (problem) throw new ApiError(400, ApiErrorCode.invalidRequest, problem);
 }
 

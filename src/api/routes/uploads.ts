@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import { uploadGrantSchema, uploadRequestSchema, type UploadGrant, type UploadRequest } from '../../wire/uploads.js';
+import { submittingTenant } from '../auth.js';
+import { tenantNameProblem } from '../../submission/rules.js';
 import { ApiError, ApiErrorCode, errorSchema } from '../errors.js';
 
 /** How long the presigned PUT `POST /v1/uploads` answers stays valid. */
@@ -33,7 +35,10 @@ export function registerUploadRoutes(scope: FastifyInstance, orchestrator: Orche
           'this orchestrator has no object store (--store) to upload to; on one machine, name the file by its path instead',
         );
       }
-      const key = store.uploadKeyOf(request.tenant, randomUUID(), request.body.name);
+      const tenant = submittingTenant(request.caller, request.body.tenant, 'body');
+      const problem = tenantNameProblem(tenant);
+      if (problem) throw new ApiError(400, ApiErrorCode.invalidRequest, problem);
+      const key = store.uploadKeyOf(tenant, randomUUID(), request.body.name);
       const issuedAt = now();
       const url = await store.presignUpload(key, request.body.bytes, uploadUrlTtlMs);
       return { location: store.locationOf(key), url, expiresAt: new Date(issuedAt + uploadUrlTtlMs).toISOString() };

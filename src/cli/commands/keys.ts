@@ -15,44 +15,59 @@ export function registerKeysCommand(program: Command): void {
 
   keys
     .command('create')
-    .description('make a key for a tenant and print it, alone on the last line; it is shown this once and stored only hashed')
-    .requiredOption('--tenant <name>', 'the tenant the key acts for (letters, digits, "-" and "_", starting with a letter)')
+    .description('make a key and print it, alone on the last line; it is shown this once and stored only hashed')
+    .option('--tenant <name>', 'the tenant the key acts for (letters, digits, "-" and "_", starting with a letter)')
+    .option('--admin', "an admin key instead: it sees and acts on every tenant's jobs, and names the tenant when it submits")
     .option('--data-dir <dir>', dataDirHelp, defaultDataDir)
-    .action((flags: { tenant: string; dataDir: string }) => {
-      const problem = tenantNameProblem(flags.tenant);
+    .action((flags: { tenant?: string; admin?: boolean; dataDir: string }) => {
+      if (flags.admin && flags.tenant !== undefined) throw new UsageError('--admin and --tenant exclude each other: an admin key acts for every tenant');
+      if (!flags.admin && flags.tenant === undefined) throw new UsageError("required option '--tenant <name>' not specified (or --admin for an admin key)");
+      const problem = flags.tenant === undefined ? undefined : tenantNameProblem(flags.tenant);
       if (problem) throw new UsageError(problem);
       const fresh = !existsSync(join(flags.dataDir, keysFile));
       withKeyStore(flags.dataDir, (store) => {
-        const created = store.create(flags.tenant);
+        const created = flags.tenant === undefined ? store.createAdmin() : store.create(flags.tenant);
         // The notes go to stderr so stdout is the key alone: `KEY=$(planrun keys create ...)`.
         if (fresh) console.error(`made a new key store in ${flags.dataDir}: an orchestrator with --data-dir ${flags.dataDir} accepts this key`);
-        console.error(`key ${created.id} for tenant ${created.tenant}; store it now, it is not shown again:`);
+        const actsFor = created.tenant === undefined ? "admin key, for every tenant's jobs" : `for tenant ${created.tenant}`;
+        console.error(`key ${created.id} ${actsFor}; store it now, it is not shown again:`);
         console.log(created.key);
       });
     });
 
   keys
     .command('list')
-    .description('list the keys: id, tenant, the first characters of the key, and when it was made')
+    .description(
+      'list the keys (never the secret): id, tenant ("*" for an admin key), kind, the first characters of the key, when it was made, last used and revoked',
+    )
     .option('--data-dir <dir>', dataDirHelp, defaultDataDir)
     .action((flags: { dataDir: string }) =>
       withExistingKeyStore(flags.dataDir, (store) => {
-        const rows = store.list().map((key) => [key.id, key.tenant, `${key.prefix}...`, new Date(key.createdAt).toISOString()]);
-        printTable([['ID', 'TENANT', 'KEY', 'CREATED'], ...rows]);
+        const rows = store
+          .list()
+          .map((key) => [key.id, key.tenant ?? '*', key.kind, `${key.prefix}...`, time(key.createdAt), time(key.lastUsedAt), time(key.revokedAt)]);
+        printTable([['ID', 'TENANT', 'KIND', 'KEY', 'CREATED', 'LAST USED', 'REVOKED'], ...rows]);
       }),
     );
 
   keys
     .command('revoke')
-    .description('delete a key: requests bearing it are refused from then on')
+    .description('revoke a key: requests bearing it are refused from then on (open event streams too); it stays listed as revoked')
     .argument('<id>', 'the key id, as `planrun keys list` shows it')
     .option('--data-dir <dir>', dataDirHelp, defaultDataDir)
     .action((id: string, flags: { dataDir: string }) =>
       withExistingKeyStore(flags.dataDir, (store) => {
-        if (!store.revoke(id)) throw new UsageError(`no key has id ${id} (see planrun keys list)`);
+        const outcome = store.revoke(id);
+        if (outcome === 'unknown') throw new UsageError(`no key has id ${id} (see planrun keys list)`);
+        if (outcome === 'already_revoked') throw new UsageError(`key ${id} is already revoked`);
         console.log(`revoked key ${id}`);
       }),
     );
+}
+
+/** A time for the table: ISO 8601, or "-" for none. */
+function time(ms: number | undefined): string {
+  return ms === undefined ? '-' : new Date(ms).toISOString();
 }
 
 /** Listing or revoking keys where there is no key store would make an empty one: refused instead. */

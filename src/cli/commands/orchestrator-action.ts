@@ -58,6 +58,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     objectStore,
     storeCleanup,
     ...metricsListener(flags),
+    rateLimit: flags.rateLimit,
   });
   let exiting = false;
   async function shutdown(): Promise<void> {

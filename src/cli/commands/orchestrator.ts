@@ -1,3 +1,4 @@
+import type { RateLimit } from '../../api/rate-limit.js';
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
@@ -20,6 +21,7 @@ export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFl
   port: number;
   metricsHost: string;
   metricsPort?: number;
+  rateLimit: RateLimit | 'off';
 }
 
 export function registerOrchestratorCommand(program: Command): void {

@@ -34,6 +34,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     ...metricsListener(flags),
+    rateLimit: flags.rateLimit,
     ...(amqp ? { amqp } : {}),
     submitTenant,
     ...(objectStore ? { objectStore } : {}),

@@ -1,3 +1,4 @@
+import type { RateLimit } from '../../api/rate-limit.js';
 import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
@@ -12,6 +13,7 @@ export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, Sandb
   port: number;
   metricsHost: string;
   metricsPort?: number;
+  rateLimit: RateLimit | 'off';
   workers: number;
   slots: number;
   jobs?: string[];
