@@ -154,7 +154,9 @@ export function formatFinal(job: JobView): string {
   if (job.result?.data !== undefined) lines.push(`result: ${JSON.stringify(job.result.data)}`);
   for (const [name, location] of Object.entries(job.result?.outputs ?? {})) {
     const file = job.result?.outputFiles?.[name];
-    lines.push(`output: ${name} ${location}${file?.sha256 === undefined ? '' : `  ${file.bytes} bytes  sha256 ${file.sha256}`}`);
+    // The output line stays `output: NAME LOCATION` (scripts read it); size and digest follow on their own line.
+    lines.push(`output: ${name} ${location}`);
+    if (file?.sha256 !== undefined) lines.push(`        ${file.bytes} bytes  sha256 ${file.sha256}`);
   }
   if (job.error) lines.push(`error: ${job.error.code} (${job.error.class}): ${job.error.message}`);
   return lines.join('\n');
