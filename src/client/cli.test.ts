@@ -114,8 +114,13 @@ describe('the client commands of the CLI, against the real API', () => {
         'm',
       ),
     );
-    assert.equal(otherType.stdout, `${id}\n`);
-    assert.match(otherType.stderr, /this is the job it named \(a probe job, not sleep, submitted /);
+    // The same key with another job body names no job: refused, naming the key and the job it did name.
+    assert.equal(otherType.code, 2, otherType.stderr);
+    assert.equal(otherType.stdout, '');
+    assert.match(
+      otherType.stderr,
+      new RegExp(`idempotency key "${key}" was used for job ${id} with another submission .*\\(idempotency_conflict, HTTP 409\\)`),
+    );
   });
 
   it('submit of a job that fails at once (no worker offers its type) prints its state and error, exit 1', async () => {

@@ -58,7 +58,7 @@ async function submit(type: string, flags: SubmitFlags): Promise<void> {
   );
   // stdout is the id alone, so `ID=$(planrun submit ...)` works; what a person wants to know goes to stderr.
   console.log(job.id);
-  if (!job.created) console.error(`planrun: ${reusedKeyNote(job, type)}`);
+  if (!job.created) console.error(`planrun: ${reusedKeyNote(job)}`);
   if (flags.wait) return follow(client, job.id, flags);
   console.error(formatSubmitted(job));
   if (job.state === 'failed') process.exitCode = ExitCode.failed;
@@ -66,10 +66,9 @@ async function submit(type: string, flags: SubmitFlags): Promise<void> {
 }
 
 /** A reused idempotency key answers with the job it named before, whatever was asked this time. */
-function reusedKeyNote(job: SubmittedJob, type: string): string {
-  const other = job.type === type ? `a ${job.type} job` : `a ${job.type} job, not ${type}`;
+function reusedKeyNote(job: SubmittedJob): string {
   return (
-    `idempotency key ${JSON.stringify(job.idempotencyKey)} was used before: this is the job it named (${other}, submitted ${job.createdAt}), ` +
+    `idempotency key ${JSON.stringify(job.idempotencyKey)} was used before: this is the job it named (a ${job.type} job, submitted ${job.createdAt}), ` +
     'unchanged; nothing new was submitted'
   );
 }
