@@ -130,9 +130,8 @@ for (const kind of ['rabbitmq', 'embedded'] as const) {
       );
       const client = new Client({ url: `http://127.0.0.1:${port}`, key });
       const runLog = `${dir.path}/runs.log`;
-      const submitted = await client.submitMany(
-        Array.from({ length: 12 }, (_, i) => ({ type: 'probe', input: { ms: 300 + 100 * (i % 4), runLog }, idempotencyKey: `job-${i}` })),
-      );
+      const submissions = Array.from({ length: 12 }, (_, i) => ({ type: 'probe', input: { ms: 300 + 100 * (i % 4), runLog }, idempotencyKey: `job-${i}` }));
+      const submitted = await client.submitMany(submissions);
       // Three kills at different moments: right after the submissions, while jobs run, and again later.
       for (const pause of [0, 400, 700]) {
         await new Promise((resolve) => setTimeout(resolve, pause));
@@ -158,8 +157,8 @@ for (const kind of ['rabbitmq', 'embedded'] as const) {
         assert.equal(bodies.size, 1, `job ${job.id} was announced with ${bodies.size} different answers`);
       }
       assert.equal(new Set(results.map((r) => r.id)).size, submitted.length, 'no result message for a job that does not exist');
-      // A resubmission after all this still names the same jobs.
-      const again = await client.submitMany(submitted.map((_, i) => ({ type: 'probe', input: {}, idempotencyKey: `job-${i}` })));
+      // A resubmission (the same submissions) after all this still names the same jobs.
+      const again = await client.submitMany(submissions);
       assert.deepEqual(
         again.map((job) => job.id),
         submitted.map((job) => job.id),
