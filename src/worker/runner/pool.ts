@@ -166,52 +166,35 @@ export class ProcessPool {
   }
 
   /** A process of its own, in the sandbox if there is one, in a cgroup of its own if its type declares limits. */
-  private async runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType }: JobSettings): Promise<RunOutcome> {
-    if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
-    this.ownProcessRuns += 1;
-    let jobProcess: JobProcess | undefined;
-    let cgroup: JobCgroup | undefined;
-    try {
-      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
-      await this.handScratchToJobUser(task.scratchDir);
-      jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true });
-      await jobProcess.started;
-      const startFailure = jobProcess.startFailure;
-      if (startFailure) return failed(startFailure);
-      if (!jobProcess.usable || jobProcess.pid === undefined) {
-        return failed(new TransientError('pool_closed', 'the worker closed its job processes before the job started').toJSON());
+  private runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType }: JobSettings): Promise<RunOutcome> {
+    return this.withOwnProcessSlot(task, jobType, async (cgroup) => {
+      const jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true });
+      try {
+        await jobProcess.started;
+        const startFailure = jobProcess.startFailure;
+        if (startFailure) return failed(startFailure);
+        if (!jobProcess.usable || jobProcess.pid === undefined) {
+          return failed(new TransientError('pool_closed', 'the worker closed its job processes before the job started').toJSON());
+        }
+        await cgroup?.add(jobProcess.pid);
+        return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), cgroup);
+      } finally {
+        jobProcess.retire();
       }
-      await cgroup?.add(jobProcess.pid);
-      const running = jobProcess;
-      const outcome = await this.runWatched(running, () => running.run(task, env, hooks, deadline), cgroup);
-      const exceeded = await cgroup?.exceeded();
-      return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      return failed(new TransientError('child_start_failed', `the job's process could not be set up: ${reason}`).toJSON());
-    } finally {
-      this.ownProcessRuns -= 1;
-      jobProcess?.retire();
-      await cgroup?.destroy();
-    }
+    });
   }
 
   /**
    * A command job type's program, in a process of its own, wrapped by the same sandbox
    * policy as a Node job process, in a cgroup of its own if its type declares limits.
    */
-  private async runCommand(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
-    if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
-    this.ownProcessRuns += 1;
-    let cgroup: JobCgroup | undefined;
-    try {
+  private runCommand(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
+    return this.withOwnProcessSlot(task, jobType, async (cgroup) => {
       const argv = (await this.loadCommands()).get(jobType.name);
       if (argv === undefined) throw new Error(`job type "${jobType.name}" has no resolved command`);
       // Checked here, as a sandbox would start and only then fail to find it.
       const missing = programProblem(argv[0]!);
       if (missing) return failed(missing);
-      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
-      await this.handScratchToJobUser(task.scratchDir);
       const launch = wrapCommand(this.settings.sandbox, {
         argv,
         scratchDir: task.scratchDir,
@@ -229,11 +212,29 @@ export class ProcessPool {
         progressThrottleMs,
         logger,
         signalInside: sandbox.kind === 'bwrap',
-        ...(cgroup ? { onSpawn: (pid: number) => cgroup!.add(pid) } : {}),
+        ...(cgroup ? { onSpawn: (pid: number) => cgroup.add(pid) } : {}),
       });
-      const outcome = await this.runWatched(command, () => command.run(), cgroup);
-      const exceeded = await cgroup?.exceeded();
-      return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
+      return this.runLimited(command, () => command.run(), cgroup);
+    });
+  }
+
+  /**
+   * What every run in a process of its own shares, Node or command: one of the pool's
+   * slots, a cgroup when the type declares limits (destroyed after), the scratch folder
+   * handed to the job user, and a set-up failure reported as Transient child_start_failed.
+   */
+  private async withOwnProcessSlot(
+    task: RunTask,
+    jobType: JobType | undefined,
+    run: (cgroup: JobCgroup | undefined) => Promise<RunOutcome>,
+  ): Promise<RunOutcome> {
+    if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
+    this.ownProcessRuns += 1;
+    let cgroup: JobCgroup | undefined;
+    try {
+      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
+      await this.handScratchToJobUser(task.scratchDir);
+      return await run(cgroup);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       return failed(new TransientError('child_start_failed', `the job's process could not be set up: ${reason}`).toJSON());
@@ -241,6 +242,17 @@ export class ProcessPool {
       this.ownProcessRuns -= 1;
       await cgroup?.destroy();
     }
+  }
+
+  /** Runs a watched process; a run that hit its cgroup's limit ends Permanent resource_limit, whatever it answered. */
+  private async runLimited(
+    running: { kill(reason: SerializedError): void },
+    run: () => Promise<RunOutcome>,
+    cgroup: JobCgroup | undefined,
+  ): Promise<RunOutcome> {
+    const outcome = await this.runWatched(running, run, cgroup);
+    const exceeded = await cgroup?.exceeded();
+    return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
   }
 
   /** The folders of the job-types modules and files: a command's scripts sit there. */
