@@ -8,23 +8,15 @@
  *   with the attempt's error, where GET /v1/jobs/:id shows it.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Broker } from '../broker/broker.js';
-import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { Client } from '../client/client.js';
+import type { Client } from '../client/client.js';
 import { MAX_ERROR_STACK_LENGTH } from '../core/errors.js';
-import { KeyStore } from '../keys/key-store.js';
-import { fastTestUrl, freshSchemaName, TestSchemas } from '../../test/ledger/postgres/testing.js';
-import { freePort } from '../../test/testing/free-port.js';
 import { packageRoot } from '../../test/testing/package-root.js';
-import { rabbitMqUrl } from '../../test/testing/services.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
 import { waitFor } from '../../test/testing/wait.js';
-import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from '../../test/testing/worker-process.js';
-import { Topology } from '../topology.js';
+import { startProcessPair, type ProcessPair } from '../../test/testing/process-pair.js';
 
 const jobsSource = [
   "import { defineJobType } from 'planrun';", //                                      1
@@ -44,12 +36,8 @@ const jobsSource = [
 for (const ledger of ['sqlite', 'postgres'] as const) {
   describe(`job type failures told through planrun orchestrator and worker (RabbitMQ, ${ledger === 'sqlite' ? 'SQLite' : 'PostgreSQL'})`, () => {
     const dir = tempDir('planrun-job-type-failures-');
-    const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
-    const schemas = new TestSchemas();
-    const schema = freshSchemaName();
-    const processes: WorkerProcess[] = [];
+    let pair: ProcessPair;
     let client: Client;
-    let broker: Broker;
 
     before(async () => {
       // The module imports 'planrun' by name, installed beside it as a user's would be.
@@ -57,63 +45,17 @@ for (const ledger of ['sqlite', 'postgres'] as const) {
       symlinkSync(packageRoot, join(dir.path, 'node_modules', 'planrun'), 'dir');
       const jobsModule = join(dir.path, 'buggy-jobs.ts');
       writeFileSync(jobsModule, jobsSource);
-      const keys = KeyStore.open(dir.path);
-      const { key } = keys.create('acme');
-      keys.close();
-      const port = await freePort();
-      const ledgerArgs = ledger === 'postgres' ? ['--ledger', `${fastTestUrl()}&schema=${schema}`] : [];
-      processes.push(
-        await startPlanrunProcess(
-          [
-            'orchestrator',
-            '--amqp',
-            rabbitMqUrl,
-            '--data-dir',
-            dir.path,
-            '--port',
-            String(port),
-            '--prefix',
-            topology.prefix,
-            '--backoff',
-            '100ms',
-            ...ledgerArgs,
-          ],
-          'orchestrator ready',
-        ),
-      );
-      processes.push(
-        await startWorkerProcess([
-          '--amqp',
-          rabbitMqUrl,
-          '--prefix',
-          topology.prefix,
-          '--jobs',
-          jobsModule,
-          '--slots',
-          '1',
-          '--heartbeat-interval',
-          '300ms',
-          '--output-dir',
-          join(dir.path, 'outputs'),
-          '--scratch-dir',
-          join(dir.path, 'scratch'),
-        ]),
-      );
-      client = new Client({ url: `http://127.0.0.1:${port}`, key });
+      pair = await startProcessPair({
+        dir: dir.path,
+        ledger,
+        workerArgs: ['--jobs', jobsModule, '--slots', '1'],
+        jobTypes: ['sleep', 'checksum', 'transcode', 'thumbnail', 'buggy', 'deep'],
+      });
+      client = pair.client;
     });
 
     after(async () => {
-      for (const { child } of processes) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await Promise.all(processes.map((p) => p.exited));
-      broker = await RabbitMqBroker.connect({ url: rabbitMqUrl });
-      const types = ['sleep', 'checksum', 'transcode', 'thumbnail', 'buggy', 'deep'];
-      for (const queue of [topology.controlQueue, topology.submitQueue, topology.deadQueue, ...types.map((type) => topology.workQueue(type))]) {
-        await broker.deleteQueue(queue).catch(() => undefined);
-      }
-      for (const exchange of topology.exchanges) await broker.deleteExchange(exchange).catch(() => undefined);
-      await broker.close();
-      if (ledger === 'postgres') await schemas.drop(schema);
-      await schemas.dropAll();
+      await pair.stop();
       dir.remove();
     });
 

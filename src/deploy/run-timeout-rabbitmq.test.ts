@@ -8,76 +8,31 @@
  * refused on both paths before it reaches the ledger.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { Client } from '../client/client.js';
+import type { Client } from '../client/client.js';
 import { isPlanrunApiError } from '../client/errors.js';
-import { KeyStore } from '../keys/key-store.js';
 import { submissionLimits } from '../submission/rules.js';
-import { fastTestUrl, freshSchemaName, TestSchemas } from '../../test/ledger/postgres/testing.js';
-import { freePort } from '../../test/testing/free-port.js';
 import { rabbitMqUrl } from '../../test/testing/services.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
 import { waitFor } from '../../test/testing/wait.js';
-import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from '../../test/testing/worker-process.js';
+import { startProcessPair, type ProcessPair } from '../../test/testing/process-pair.js';
 import { deadReasonHeader } from '../orchestrator/submit-consumer.js';
-import { Topology } from '../topology.js';
+import type { Topology } from '../topology.js';
 
 for (const ledger of ['sqlite', 'postgres'] as const) {
   describe(`timeoutSeconds in a submission (RabbitMQ, ${ledger === 'sqlite' ? 'SQLite' : 'PostgreSQL'})`, () => {
     const dir = tempDir('planrun-run-timeout-');
-    const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
-    const schemas = new TestSchemas();
-    const schema = freshSchemaName();
-    const processes: WorkerProcess[] = [];
     const dead = new Map<string, string>();
+    let pair: ProcessPair;
+    let topology: Topology;
     let client: Client;
     let app: RabbitMqBroker;
 
     before(async () => {
-      const keys = KeyStore.open(dir.path);
-      const { key } = keys.create('acme');
-      keys.close();
-      const port = await freePort();
-      const ledgerArgs = ledger === 'postgres' ? ['--ledger', `${fastTestUrl()}&schema=${schema}`] : [];
-      processes.push(
-        await startPlanrunProcess(
-          [
-            'orchestrator',
-            '--amqp',
-            rabbitMqUrl,
-            '--data-dir',
-            dir.path,
-            '--port',
-            String(port),
-            '--prefix',
-            topology.prefix,
-            '--backoff',
-            '100ms',
-            ...ledgerArgs,
-          ],
-          'orchestrator ready',
-        ),
-      );
-      processes.push(
-        await startWorkerProcess([
-          '--amqp',
-          rabbitMqUrl,
-          '--prefix',
-          topology.prefix,
-          '--slots',
-          '2',
-          '--heartbeat-interval',
-          '300ms',
-          '--output-dir',
-          join(dir.path, 'outputs'),
-          '--scratch-dir',
-          join(dir.path, 'scratch'),
-        ]),
-      );
-      client = new Client({ url: `http://127.0.0.1:${port}`, key });
+      pair = await startProcessPair({ dir: dir.path, ledger, workerArgs: ['--slots', '2'], jobTypes: ['sleep', 'checksum', 'transcode'] });
+      ({ topology, client } = pair);
       app = await RabbitMqBroker.connect({ url: rabbitMqUrl });
       await app.consume(
         topology.deadQueue,
@@ -90,20 +45,8 @@ for (const ledger of ['sqlite', 'postgres'] as const) {
     });
 
     after(async () => {
-      for (const { child } of processes) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await Promise.all(processes.map((p) => p.exited));
-      for (const queue of [
-        topology.controlQueue,
-        topology.submitQueue,
-        topology.deadQueue,
-        ...['sleep', 'checksum', 'transcode'].map((t) => topology.workQueue(t)),
-      ]) {
-        await app.deleteQueue(queue).catch(() => undefined);
-      }
-      await app.deleteExchange(topology.resultsExchange).catch(() => undefined);
       await app.close();
-      if (ledger === 'postgres') await schemas.drop(schema);
-      await schemas.dropAll();
+      await pair.stop();
       dir.remove();
     });
 
