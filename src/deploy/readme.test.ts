@@ -13,10 +13,10 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '../client/client.js';
-import { locateFfmpeg } from '../job-types/ffmpeg.js';
 import type { JobSummary, JobView } from '../client/types.js';
 import { freePort } from '../../test/testing/free-port.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
+import { makeTestClip } from '../../test/testing/test-clip.js';
 import { waitFor } from '../../test/testing/wait.js';
 import { cliPath } from '../../test/testing/worker-process.js';
 
@@ -125,29 +125,7 @@ describe('the README, run as written against planrun up', () => {
   });
 
   it('submit --file with no object store passes the clip by its path, says so, and the worker on this machine renders it', () => {
-    const ffmpeg = locateFfmpeg();
-    assert.ok(ffmpeg, 'FFmpeg (the npm package @ffmpeg-installer/ffmpeg) is installed');
-    // The user's video: one tiny second, so that FFmpeg is quick.
-    const made = spawnSync(
-      ffmpeg,
-      [
-        '-hide_banner',
-        '-loglevel',
-        'error',
-        '-f',
-        'lavfi',
-        '-i',
-        'testsrc=size=64x36:rate=10:duration=1',
-        '-c:v',
-        'libx264',
-        '-pix_fmt',
-        'yuv420p',
-        '-y',
-        'clip.mp4',
-      ],
-      { cwd: dir.path, encoding: 'utf8' },
-    );
-    assert.equal(made.status, 0, made.stderr);
+    makeTestClip(dir.path);
     const submitted = sh(readmeLine('submit --file'), {}, 120_000);
     assert.equal(submitted.code, 0, submitted.stderr + submitted.stdout);
     const clip = join(dir.path, 'clip.mp4');

@@ -9,18 +9,17 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { startS3Server, testS3Credentials, type TestS3Server } from '../../test/testing/s3-server.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
+import { makeTestClip } from '../../test/testing/test-clip.js';
 import { runCli, startUp, type UpProcess } from '../../test/testing/up-process.js';
 import { Client } from '../client/client.js';
 import { ApiErrorCode, isPlanrunApiError } from '../client/errors.js';
 import { CHECKSUM_OUTPUT_FILE } from '../job-types/checksum.js';
-import { locateFfmpeg } from '../job-types/ffmpeg.js';
 
 function withoutAws(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(env).filter(([name]) => !name.startsWith('AWS_')));
@@ -118,29 +117,7 @@ describe('planrun up with an S3 store', () => {
   });
 
   it('submit transcode --file uploads a local clip through POST /v1/uploads, and the worker renders it from the store', async () => {
-    // A tiny clip, so that FFmpeg is quick: one second of 64x36.
-    const ffmpeg = locateFfmpeg();
-    assert.ok(ffmpeg, 'FFmpeg (the npm package @ffmpeg-installer/ffmpeg) is installed');
-    const made = spawnSync(
-      ffmpeg,
-      [
-        '-hide_banner',
-        '-loglevel',
-        'error',
-        '-f',
-        'lavfi',
-        '-i',
-        'testsrc=size=64x36:rate=10:duration=1',
-        '-c:v',
-        'libx264',
-        '-pix_fmt',
-        'yuv420p',
-        '-y',
-        'clip.mp4',
-      ],
-      { cwd: appDir.path, encoding: 'utf8' },
-    );
-    assert.equal(made.status, 0, made.stderr);
+    makeTestClip(appDir.path);
     const clip = readFileSync(join(appDir.path, 'clip.mp4'));
 
     const client = ['--url', up.url, '--key', up.key];
