@@ -112,13 +112,13 @@ describe('revoking a key', () => {
     withEmbeddedApi(
       async (api) => {
         const job = await submit(api, api.acmeKey);
-        const other = api.keys.create('acme');
+        const other = await api.keys.create('acme');
         let events = 0;
         const stream = readEventStream(api, job, api.acmeKey, { onEvent: () => events++ });
         await waitFor('the stream to open', () => events > 0);
 
-        const acmeId = api.keys.list().find((key) => key.tenant === 'acme')!.id;
-        assert.equal(api.keys.revoke(acmeId), 'revoked');
+        const acmeId = (await api.keys.list()).find((key) => key.tenant === 'acme')!.id;
+        assert.equal(await api.keys.revoke(acmeId), 'revoked');
         for (const [method, url] of [
           ['GET', '/v1/jobs'],
           ['POST', '/v1/jobs'],
@@ -151,7 +151,7 @@ describe('revoking a key', () => {
     withEmbeddedApi(async (api) => {
       const before = Date.now();
       await call(api.app, 'GET', '/v1/jobs', { key: api.globexKey });
-      const listed = api.keys.list();
+      const listed = await api.keys.list();
       const globex = listed.find((key) => key.tenant === 'globex')!;
       assert.ok(globex.lastUsedAt !== undefined && globex.lastUsedAt >= before, 'recorded');
       assert.equal(listed.find((key) => key.kind === 'admin')!.lastUsedAt, undefined, 'an unused key has none');

@@ -32,8 +32,8 @@ describe('API keys and tenants', () => {
 
   it('a key of the right shape that nobody issued, junk, and a revoked key all get the same 401', () =>
     withEmbeddedApi(async (api) => {
-      const issued = api.keys.create('initech');
-      api.keys.revoke(issued.id);
+      const issued = await api.keys.create('initech');
+      await api.keys.revoke(issued.id);
       const forged = `prk_${'A'.repeat(43)}`;
       for (const key of [forged, 'hunter2', issued.key]) {
         const answer = await call(api.app, 'GET', '/v1/jobs', { key });

@@ -25,8 +25,8 @@ async function startService(metrics?: { host: string; port: number }) {
   });
   return {
     service,
-    acmeKey: service.keys.create('acme').key,
-    globexKey: service.keys.create('globex').key,
+    acmeKey: (await service.keys.create('acme')).key,
+    globexKey: (await service.keys.create('globex')).key,
     async close() {
       await service.stop();
       await broker.close();

@@ -4,8 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
-import { KeyStore } from '../keys/key-store.js';
 import { freePort } from '../../test/testing/free-port.js';
+import { createKey } from '../../test/testing/keys.js';
 import { rabbitMqUrl } from '../../test/testing/services.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
 import { waitFor } from '../../test/testing/wait.js';
@@ -19,9 +19,7 @@ describe('planrun orchestrator serves the HTTP API', () => {
     const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
     const port = await freePort();
     const metricsPort = await freePort();
-    const keys = KeyStore.open(dir.path);
-    const { key } = keys.create('acme');
-    keys.close();
+    const key = await createKey(dir.path, 'acme');
     const child = spawn(
       process.execPath,
       [

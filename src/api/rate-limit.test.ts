@@ -29,7 +29,7 @@ describe('rate limits on submission', () => {
         assert.equal((await call(api.app, 'GET', '/v1/jobs', { key: api.acmeKey })).body.jobs.length, 3);
         // Reading is not limited, and another key of the same tenant and address has its own budget.
         assert.equal((await call(api.app, 'GET', '/v1/jobs', { key: api.acmeKey })).status, 200);
-        const second = api.keys.create('acme').key;
+        const second = (await api.keys.create('acme')).key;
         assert.equal((await call(api.app, 'POST', '/v1/jobs', { key: second, body: job })).status, 202);
         assert.equal((await call(api.app, 'POST', '/v1/jobs', { key: api.globexKey, body: job })).status, 202);
         // No key: 401, not 429, and it spends nothing.

@@ -15,7 +15,7 @@ export const localTenant = 'local';
  * The key the client commands use by default on this machine: the saved one while it
  * still works, else a new key for the `local` tenant, saved readable by this user only.
  */
-export function ensureLocalKey(keys: KeyStore, dataDir: string): string {
+export async function ensureLocalKey(keys: KeyStore, dataDir: string): Promise<string> {
   const file = join(dataDir, localKeyFile);
   let saved = '';
   try {
@@ -23,8 +23,8 @@ export function ensureLocalKey(keys: KeyStore, dataDir: string): string {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-  if (saved && keys.tenantOf(saved) !== undefined) return saved;
-  const key = keys.create(localTenant).key;
+  if (saved && (await keys.tenantOf(saved)) !== undefined) return saved;
+  const key = (await keys.create(localTenant)).key;
   writeFileSync(file, `${key}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return key;

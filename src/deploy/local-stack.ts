@@ -128,7 +128,7 @@ export class LocalStack {
       ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
       ...(options.submitTenant ? { submitTenant: options.submitTenant } : {}),
     });
-    const key = ensureLocalKey(service.keys, dataDir);
+    const key = await ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);
     // A worker's stop takes its grace, then a control round trip to hand back, then the abort grace of its job processes.
     const supervisor = new Supervisor({ logger: options.logger.child({ part: 'supervisor' }), stopGraceMs: options.stopGraceMs + workerAbortGraceMs + 5_000 });

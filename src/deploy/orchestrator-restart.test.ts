@@ -15,8 +15,8 @@ import { isBrokerError, type Broker } from '../broker/broker.js';
 import { SocketBroker } from '../broker/embedded-socket-client.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
 import { Client } from '../client/client.js';
-import { KeyStore } from '../keys/key-store.js';
 import { freePort } from '../../test/testing/free-port.js';
+import { createKey } from '../../test/testing/keys.js';
 import { probeJobsModule } from '../../test/testing/harness.js';
 import { rabbitMqUrl } from '../../test/testing/services.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
@@ -83,9 +83,7 @@ for (const kind of ['rabbitmq', 'embedded'] as const) {
 
     it('loses no job and announces each once, whether killed before the relay, mid-run or before settles are relayed', async () => {
       const port = await freePort();
-      const keys = KeyStore.open(dir.path);
-      const { key } = keys.create('acme');
-      keys.close();
+      const key = await createKey(dir.path, 'acme');
       const orchestratorArgs = [
         'orchestrator',
         ...brokerArgs,

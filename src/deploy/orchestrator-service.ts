@@ -5,6 +5,7 @@ import { buildApi } from '../api/api.js';
 import { buildMetricsListener } from '../api/metrics-listener.js';
 import type { RateLimit } from '../api/rate-limit.js';
 import type { Broker } from '../broker/broker.js';
+import { importKeyFile, keyFileName } from '../keys/key-file-import.js';
 import { KeyStore } from '../keys/key-store.js';
 import type { Ledger, LedgerConfig } from '../ledger/ledger.js';
 import { openLedger } from '../ledger/open-ledger.js';
@@ -52,7 +53,7 @@ export interface OrchestratorServiceOptions {
 
 /**
  * Everything the orchestrator process runs, assembled: the ledger (SQLite in the data dir,
- * or PostgreSQL) and the API keys in the data dir, the orchestrator on the given broker, and the HTTP API (with
+ * or PostgreSQL) with the API keys in it, the orchestrator on the given broker, and the HTTP API (with
  * `GET /metrics` behind a key, or on a metrics listener of its own). `stop` takes them
  * down in the order that loses nothing: first the listeners (no new submission), then the
  * orchestrator, then the stores.
@@ -72,8 +73,21 @@ export class OrchestratorService {
 
   static async start(options: OrchestratorServiceOptions): Promise<OrchestratorService> {
     const ledger = await openLedger(options.ledger, options.dataDir, options.ledgerConfig);
-    const keys = KeyStore.open(options.dataDir, {
-      onUseNotRecorded: (error) => options.logger.warn({ err: error }, "could not record an API key's last use in keys.db; the next request tries again"),
+    let imported: number | undefined;
+    try {
+      imported = await importKeyFile(ledger, options.dataDir);
+    } catch (error) {
+      await ledger.close();
+      throw error;
+    }
+    if (imported !== undefined) {
+      options.logger.info(
+        { imported },
+        `imported the API keys of ${keyFileName} in ${options.dataDir} into the ledger (${imported} new); the file is now ${keyFileName}.imported`,
+      );
+    }
+    const keys = new KeyStore(ledger, {
+      onUseNotRecorded: (error) => options.logger.warn({ err: error }, "could not record an API key's last use in the ledger; the next request tries again"),
     });
     const orchestrator = new Orchestrator({
       ledger,
@@ -116,7 +130,6 @@ export class OrchestratorService {
       await metricsListener?.close();
       await orchestrator.stop().catch(() => undefined);
       await ledger.close();
-      keys.close();
       options.objectStore?.close();
       throw error;
     }
@@ -127,7 +140,6 @@ export class OrchestratorService {
     await this.metricsListener?.close();
     await this.orchestrator.stop();
     await this.ledger.close();
-    this.keys.close();
     this.orchestrator.objectStore?.close();
   }
 }

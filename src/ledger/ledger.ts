@@ -34,6 +34,29 @@ export interface Ledger {
   /** The fleet: the workers heard from within `windowMs`, by name, as their last heartbeat reported. */
   listFleet(params: { windowMs: number }): Promise<FleetRecord[]>;
   checkLease(params: LeaseRef): Promise<CheckLeaseResult>;
+  /**
+   * API keys (issue 12: in the ledger, so every orchestrator sharing it accepts the same
+   * keys). The ledger keeps each key's SHA-256 digest, never the key; making the key and
+   * its digest is the caller's (src/keys). createApiKey records a new key, created now.
+   */
+  createApiKey(params: NewApiKey): Promise<ApiKeyRecord>;
+  /** Who the working (not revoked) key with this digest acts for; undefined for any other digest. */
+  findApiKey(keySha256: string): Promise<KeyIdentity | undefined>;
+  /** Whether the key with this id exists and is not revoked. */
+  isApiKeyActive(id: string): Promise<boolean>;
+  /** Every key, revoked ones included, oldest first. */
+  listApiKeys(): Promise<ApiKeyRecord[]>;
+  /** Revokes a key now: it is refused from then on and stays listed, as revoked. */
+  revokeApiKey(id: string): Promise<RevokeOutcome>;
+  /** Records a use of the key now (its last use only ever moves forward). */
+  recordApiKeyUse(id: string): Promise<void>;
+  /**
+   * Adds keys kept elsewhere before (a `keys.db` of an older planrun), as they were: their
+   * times, revocation and last use. A key whose id or digest the ledger already has is
+   * left as the ledger has it, so importing the same keys again changes nothing. Answers
+   * how many were added.
+   */
+  importApiKeys(keys: readonly StoredApiKey[]): Promise<number>;
   recordProgress(params: RecordProgressParams): Promise<FenceResult>;
   settle(params: SettleParams): Promise<SettleResult>;
   /**
@@ -280,6 +303,46 @@ export type HeartbeatResult = ({ recorded: true; heardAt: number } & RenewLeases
 export interface FleetRecord extends WorkerReport {
   lastHeartbeat: number;
 }
+
+/** A tenant key acts for its one tenant; an admin key for every tenant (the dashboard, redrive). */
+export type ApiKeyKind = 'tenant' | 'admin';
+
+/** Who a key acts for: what the API needs to know of a request's key. */
+export type KeyIdentity = { id: string; kind: 'tenant'; tenant: string } | { id: string; kind: 'admin' };
+
+/** A key as listings show it: never the key itself, which only its creator ever sees. */
+export interface ApiKeyRecord {
+  /** Names the key for `revoke`. */
+  id: string;
+  kind: ApiKeyKind;
+  /** The tenant a tenant key acts for; undefined for an admin key. */
+  tenant: string | undefined;
+  /** The first characters of the key. */
+  prefix: string;
+  createdAt: number;
+  /** When a request last bore the key (to within what its recorder chose); undefined if never. */
+  lastUsedAt: number | undefined;
+  /** When it was revoked; undefined while it works. */
+  revokedAt: number | undefined;
+}
+
+/** A new key, as its maker hands it to the ledger: the digest of the key, not the key. */
+export interface NewApiKey {
+  id: string;
+  kind: ApiKeyKind;
+  /** Required for a tenant key, absent for an admin key. */
+  tenant?: string;
+  /** Hex SHA-256 of the key. */
+  keySha256: string;
+  prefix: string;
+}
+
+/** A key as it was kept before it came to the ledger, for importApiKeys. */
+export interface StoredApiKey extends ApiKeyRecord {
+  keySha256: string;
+}
+
+export type RevokeOutcome = 'revoked' | 'already_revoked' | 'unknown';
 
 export type CheckLeaseResult = { live: true; deadline: number } | { live: false; reason: LeaseLoss };
 

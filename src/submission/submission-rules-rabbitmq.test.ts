@@ -97,7 +97,7 @@ describe('bad submissions are refused alike over HTTP and on the submit queue (R
 
   for (const [index, tenant] of badTenants.entries()) {
     it(`tenant ${JSON.stringify(tenant)}: no key can be made for it, and the queue dead-letters it, for the same reason`, async () => {
-      assert.throws(() => api.keys.create(tenant), { message: tenantRule(tenant) });
+      await assert.rejects(api.keys.create(tenant), { message: tenantRule(tenant) });
       const reason = await refusedOnQueue(`tenant-${index}`, JSON.stringify({ tenant, type: 'checksum', input: {} }));
       assert.equal(reason, tenantRule(tenant));
     });

@@ -51,7 +51,7 @@ export async function startApi(broker: Broker, options: ApiFixtureOptions = {}):
     ...(options.openLedger ? { openLedger: options.openLedger } : {}),
     ...(options.changePollMs === undefined ? {} : { changePollMs: options.changePollMs }),
   }).start();
-  const keys = KeyStore.open(harness.dir.path);
+  const keys = new KeyStore(harness.ledger);
   const app = buildApi({
     orchestrator: harness.orchestrator,
     keys,
@@ -67,13 +67,12 @@ export async function startApi(broker: Broker, options: ApiFixtureOptions = {}):
     harness,
     app,
     keys,
-    acmeKey: keys.create('acme').key,
-    globexKey: keys.create('globex').key,
-    adminKey: keys.createAdmin().key,
+    acmeKey: (await keys.create('acme')).key,
+    globexKey: (await keys.create('globex')).key,
+    adminKey: (await keys.createAdmin()).key,
     url,
     async close() {
       await app.close();
-      keys.close();
       await harness.close();
     },
   };

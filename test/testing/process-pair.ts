@@ -8,10 +8,10 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { RabbitMqBroker } from '../../src/broker/rabbitmq.js';
 import { Client } from '../../src/client/client.js';
-import { KeyStore } from '../../src/keys/key-store.js';
 import { Topology } from '../../src/topology.js';
 import { fastTestUrl, freshSchemaName, TestSchemas } from '../ledger/postgres/testing.js';
 import { freePort } from './free-port.js';
+import { createKey } from './keys.js';
 import { rabbitMqUrl } from './services.js';
 import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from './worker-process.js';
 
@@ -34,11 +34,10 @@ export async function startProcessPair(options: {
   const topology = new Topology(`t${randomBytes(4).toString('hex')}`);
   const schemas = new TestSchemas();
   const schema = freshSchemaName();
-  const keys = KeyStore.open(dir);
-  const { key } = keys.create('acme');
-  keys.close();
+  const ledgerUrl = ledger === 'postgres' ? `${fastTestUrl()}&schema=${schema}` : undefined;
+  const key = await createKey(dir, 'acme', ledgerUrl);
   const port = await freePort();
-  const ledgerArgs = ledger === 'postgres' ? ['--ledger', `${fastTestUrl()}&schema=${schema}`] : [];
+  const ledgerArgs = ledgerUrl === undefined ? [] : ['--ledger', ledgerUrl];
   const processes: WorkerProcess[] = [];
   processes.push(
     await startPlanrunProcess(

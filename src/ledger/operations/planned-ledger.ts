@@ -7,6 +7,8 @@
  */
 import type {
   AttemptKey,
+  NewApiKey,
+  StoredApiKey,
   CancelParams,
   ClaimUploadCleanupsParams,
   GrantLeaseParams,
@@ -28,6 +30,7 @@ import type {
   SweepParams,
   UploadGrantParams,
 } from '../ledger.js';
+import { createApiKey, findApiKey, importApiKeys, isApiKeyActive, listApiKeys, recordApiKeyUse, revokeApiKey } from './api-keys.js';
 import { cancel } from './cancel.js';
 import { checkLease } from './check-lease.js';
 import { heartbeat, listFleet } from './fleet.js';
@@ -87,6 +90,27 @@ export abstract class PlannedLedger implements Ledger {
   }
   listFleet(params: { windowMs: number }) {
     return this.read('listFleet', (env) => listFleet(params, env));
+  }
+  createApiKey(params: NewApiKey) {
+    return this.write('createApiKey', (env) => createApiKey(params, env));
+  }
+  findApiKey(keySha256: string) {
+    return this.read('findApiKey', () => findApiKey(keySha256));
+  }
+  isApiKeyActive(id: string) {
+    return this.read('isApiKeyActive', () => isApiKeyActive(id));
+  }
+  listApiKeys() {
+    return this.read('listApiKeys', () => listApiKeys());
+  }
+  revokeApiKey(id: string) {
+    return this.write('revokeApiKey', (env) => revokeApiKey(id, env));
+  }
+  recordApiKeyUse(id: string) {
+    return this.write('recordApiKeyUse', (env) => recordApiKeyUse(id, env));
+  }
+  importApiKeys(keys: readonly StoredApiKey[]) {
+    return this.write('importApiKeys', () => importApiKeys(keys));
   }
   checkLease(params: LeaseRef) {
     return this.read('checkLease', (env) => checkLease(params, env));

@@ -17,14 +17,17 @@
  */
 import type { SerializedError } from '../../core/errors.js';
 import type {
+  ApiKeyRecord,
   AttemptKey,
   AttemptRecord,
   FleetRecord,
   Job,
+  KeyIdentity,
   OutboxKind,
   OutboxMessage,
   OutboxStats,
   ResultMessage,
+  StoredApiKey,
   WorkMessage,
   WorkerReport,
 } from '../ledger.js';
@@ -255,6 +258,29 @@ export interface LedgerStatements {
 
   /** The fleet rows heard from at `heardSince` or later, by worker name. */
   selectFleet(params: { heardSince: number }): FleetRecord[];
+
+  // API keys: each key's digest, never the key.
+
+  /** Inserts the key's row (its tenant NULL for an admin key); a taken id or digest fails the transaction. */
+  insertApiKey(params: { key: StoredApiKey }): void;
+
+  /** Inserts the key's row as given unless a row has its id or its digest; answers whether it did. */
+  insertApiKeyUnlessKnown(params: { key: StoredApiKey }): boolean;
+
+  /** Who the key with this digest acts for, where it is not revoked; else undefined. */
+  selectWorkingApiKey(params: { keySha256: string }): KeyIdentity | undefined;
+
+  /** The key with this id, revoked or not, or undefined. */
+  selectApiKey(params: { id: string }): ApiKeyRecord | undefined;
+
+  /** Every key, by created_at then id. */
+  selectApiKeys(params: Record<string, never>): ApiKeyRecord[];
+
+  /** Guarded: revoked_at := now where the key is not revoked; answers whether it was. */
+  revokeApiKey(params: { id: string; now: number }): boolean;
+
+  /** last_used_at := now where it is unset or earlier (it never moves back). */
+  touchApiKey(params: { id: string; now: number }): void;
 
   // Upload grants: the attempts the fence handed presigned upload URLs, for the store cleaner.
 

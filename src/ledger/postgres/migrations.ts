@@ -212,4 +212,26 @@ export const migrations: readonly Migration[] = [
       FOR EACH ROW EXECUTE FUNCTION planrun_announce_job_change();
     `,
   },
+  {
+    version: 9,
+    name: 'API keys in the ledger',
+    sql: `
+      -- API keys (issue 12), here rather than in a keys.db of each orchestrator's data folder,
+      -- so that every orchestrator sharing the ledger accepts the same keys and refuses a
+      -- revoked one at its next request. key_sha256 is the digest of the key, which is
+      -- stored nowhere; an admin key names no tenant. A keys.db of an older planrun is
+      -- imported once at start-up (src/keys/key-file-import.ts).
+      CREATE TABLE api_keys (
+        id           text    PRIMARY KEY,
+        kind         text    NOT NULL CHECK (kind IN ('tenant', 'admin')),
+        tenant       text,
+        key_sha256   text    NOT NULL UNIQUE,
+        prefix       text    NOT NULL,
+        created_at   bigint  NOT NULL,
+        last_used_at bigint,
+        revoked_at   bigint,
+        CHECK ((kind = 'admin') = (tenant IS NULL))
+      );
+    `,
+  },
 ];

@@ -5,10 +5,11 @@
  * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
  * row count or RETURNING row decides.
  */
-import type { AttemptKey, AttemptRecord, FleetRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { ApiKeyRecord, AttemptKey, AttemptRecord, FleetRecord, Job, KeyIdentity, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
+import { apiKeyColumns, apiKeyValues, type ApiKeyRow, toApiKeyRecord, toKeyIdentity } from '../shared/api-key-rows.js';
 import type { PgContext } from './context.js';
 import {
   type AttemptRow,
@@ -109,6 +110,15 @@ const upsertFleetMember = `INSERT INTO fleet (worker, proof, job_types, capabili
   WHERE fleet.proof = EXCLUDED.proof OR fleet.last_heartbeat < $9
   RETURNING worker`;
 const selectFleet = 'SELECT * FROM fleet WHERE last_heartbeat >= $1 ORDER BY worker';
+
+const insertApiKey = `INSERT INTO api_keys (id, kind, tenant, key_sha256, prefix, created_at, last_used_at, revoked_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
+const insertApiKeyUnlessKnown = `${insertApiKey} ON CONFLICT DO NOTHING RETURNING id`;
+const selectWorkingApiKey = 'SELECT id, kind, tenant FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL';
+const selectApiKey = `SELECT ${apiKeyColumns} FROM api_keys WHERE id = $1`;
+const selectApiKeys = `SELECT ${apiKeyColumns} FROM api_keys ORDER BY created_at, id`;
+const revokeApiKey = 'UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL';
+const touchApiKey = 'UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)';
 
 const selectAttempts = 'SELECT * FROM attempts WHERE job_id = $1 ORDER BY attempt';
 const countJobsByState = 'SELECT state, COUNT(*) AS count FROM jobs GROUP BY state';
@@ -275,6 +285,36 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async selectFleet({ heardSince }: Params<'selectFleet'>): Promise<FleetRecord[]> {
     return (await this.ctx.rows<FleetRow>(selectFleet, [heardSince])).map(toFleetRecord);
+  }
+
+  async insertApiKey({ key }: Params<'insertApiKey'>): Promise<void> {
+    await this.ctx.run(insertApiKey, apiKeyValues(key));
+  }
+
+  async insertApiKeyUnlessKnown({ key }: Params<'insertApiKeyUnlessKnown'>): Promise<boolean> {
+    return (await this.ctx.rows(insertApiKeyUnlessKnown, apiKeyValues(key))).length === 1;
+  }
+
+  async selectWorkingApiKey({ keySha256 }: Params<'selectWorkingApiKey'>): Promise<KeyIdentity | undefined> {
+    const row = await this.ctx.row<ApiKeyRow>(selectWorkingApiKey, [keySha256]);
+    return row && toKeyIdentity(row);
+  }
+
+  async selectApiKey({ id }: Params<'selectApiKey'>): Promise<ApiKeyRecord | undefined> {
+    const row = await this.ctx.row<ApiKeyRow>(selectApiKey, [id]);
+    return row && toApiKeyRecord(row);
+  }
+
+  async selectApiKeys(): Promise<ApiKeyRecord[]> {
+    return (await this.ctx.rows<ApiKeyRow>(selectApiKeys)).map(toApiKeyRecord);
+  }
+
+  async revokeApiKey({ id, now }: Params<'revokeApiKey'>): Promise<boolean> {
+    return (await this.ctx.run(revokeApiKey, [id, now])) === 1;
+  }
+
+  async touchApiKey({ id, now }: Params<'touchApiKey'>): Promise<void> {
+    await this.ctx.run(touchApiKey, [id, now]);
   }
 
   async selectAttempts({ jobId }: Params<'selectAttempts'>): Promise<AttemptRecord[]> {

@@ -201,4 +201,26 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX fleet_heard ON fleet (last_heartbeat);
     `,
   },
+  {
+    version: 9,
+    name: 'API keys in the ledger',
+    sql: `
+      -- API keys (issue 12), here rather than in a keys.db of each orchestrator's data folder,
+      -- so that every orchestrator sharing the ledger accepts the same keys and refuses a
+      -- revoked one at its next request. key_sha256 is the digest of the key, which is
+      -- stored nowhere; an admin key names no tenant. A keys.db of an older planrun is
+      -- imported once at start-up (src/keys/key-file-import.ts).
+      CREATE TABLE api_keys (
+        id           TEXT    PRIMARY KEY,
+        kind         TEXT    NOT NULL CHECK (kind IN ('tenant', 'admin')),
+        tenant       TEXT,
+        key_sha256   TEXT    NOT NULL UNIQUE,
+        prefix       TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_used_at INTEGER,
+        revoked_at   INTEGER,
+        CHECK ((kind = 'admin') = (tenant IS NULL))
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

@@ -4,10 +4,11 @@
  * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
  * read in a write cannot change before that write ends.
  */
-import type { AttemptKey, AttemptRecord, FleetRecord, Job, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type { ApiKeyRecord, AttemptKey, AttemptRecord, FleetRecord, Job, KeyIdentity, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
 import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
 import type { JobState } from '../states.js';
+import { apiKeyColumns, apiKeyValues, type ApiKeyRow, toApiKeyRecord, toKeyIdentity } from '../shared/api-key-rows.js';
 import type { SqliteContext } from './context.js';
 import { type AttemptRow, type FleetRow, type JobRow, type OutboxRow, selectJobById, toAttempt, toFleetRecord, toJob, toOutboxMessage } from './rows.js';
 
@@ -86,6 +87,15 @@ const upsertFleetMember = `INSERT INTO fleet (worker, proof, job_types, capabili
   WHERE fleet.proof = excluded.proof OR fleet.last_heartbeat < @freeBefore
   RETURNING worker`;
 const selectFleet = 'SELECT * FROM fleet WHERE last_heartbeat >= ? ORDER BY worker';
+
+const insertApiKey = `INSERT INTO api_keys (id, kind, tenant, key_sha256, prefix, created_at, last_used_at, revoked_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
+const insertApiKeyUnlessKnown = `${insertApiKey} ON CONFLICT DO NOTHING RETURNING id`;
+const selectWorkingApiKey = 'SELECT id, kind, tenant FROM api_keys WHERE key_sha256 = ? AND revoked_at IS NULL';
+const selectApiKey = `SELECT ${apiKeyColumns} FROM api_keys WHERE id = ?`;
+const selectApiKeys = `SELECT ${apiKeyColumns} FROM api_keys ORDER BY created_at, id`;
+const revokeApiKey = 'UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL';
+const touchApiKey = 'UPDATE api_keys SET last_used_at = @now WHERE id = @id AND (last_used_at IS NULL OR last_used_at < @now)';
 
 const selectAttempts = 'SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt';
 // NULL filters match everything, so one prepared statement serves every combination.
@@ -260,6 +270,36 @@ export class SqliteStatements implements LedgerStatements {
 
   selectFleet({ heardSince }: Params<'selectFleet'>): FleetRecord[] {
     return (this.ctx.sql(selectFleet).all(heardSince) as FleetRow[]).map(toFleetRecord);
+  }
+
+  insertApiKey({ key }: Params<'insertApiKey'>): void {
+    this.ctx.sql(insertApiKey).run(...apiKeyValues(key));
+  }
+
+  insertApiKeyUnlessKnown({ key }: Params<'insertApiKeyUnlessKnown'>): boolean {
+    return this.ctx.sql(insertApiKeyUnlessKnown).get(...apiKeyValues(key)) !== undefined;
+  }
+
+  selectWorkingApiKey({ keySha256 }: Params<'selectWorkingApiKey'>): KeyIdentity | undefined {
+    const row = this.ctx.sql(selectWorkingApiKey).get(keySha256) as ApiKeyRow | undefined;
+    return row && toKeyIdentity(row);
+  }
+
+  selectApiKey({ id }: Params<'selectApiKey'>): ApiKeyRecord | undefined {
+    const row = this.ctx.sql(selectApiKey).get(id) as ApiKeyRow | undefined;
+    return row && toApiKeyRecord(row);
+  }
+
+  selectApiKeys(): ApiKeyRecord[] {
+    return (this.ctx.sql(selectApiKeys).all() as ApiKeyRow[]).map(toApiKeyRecord);
+  }
+
+  revokeApiKey({ id, now }: Params<'revokeApiKey'>): boolean {
+    return this.ctx.sql(revokeApiKey).run(now, id).changes === 1;
+  }
+
+  touchApiKey({ id, now }: Params<'touchApiKey'>): void {
+    this.ctx.sql(touchApiKey).run({ id, now });
   }
 
   selectAttempts({ jobId }: Params<'selectAttempts'>): AttemptRecord[] {

@@ -15,6 +15,7 @@ import { describe } from 'node:test';
 
 import type { LedgerConfig } from '../../../src/ledger/ledger.js';
 import { testConfig, withLedger, type LedgerFactory, type LedgerHarness } from '../testing.js';
+import { apiKeysConformance } from './api-keys.js';
 import { cancelConformance } from './cancel.js';
 import { fenceConformance } from './fence.js';
 import { fleetConformance } from './fleet.js';
@@ -55,5 +56,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     nulConformance(run);
     uploadGrantsConformance(run);
     fleetConformance(run);
+    apiKeysConformance(run);
   });
 }
