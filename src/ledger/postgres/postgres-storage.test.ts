@@ -9,6 +9,7 @@ import { errors, expectGranted, finished, submitAndGrant, submitJob, submitParam
 import { migrations } from './migrations.js';
 import { openPostgresLedger } from './postgres-ledger.js';
 import { postgresUrl, TestSchemas } from '../../../test/ledger/postgres/testing.js';
+import { waitFor } from '../../../test/testing/wait.js';
 
 const schemas = new TestSchemas();
 after(() => schemas.dropAll());
@@ -113,6 +114,46 @@ describe('postgres ledger storage', () => {
       );
     } finally {
       for (const result of opened) if (result.status === 'fulfilled') await result.value.close();
+      await schemas.drop(schema);
+    }
+  });
+
+  it('migrations wait for the advisory lock of their schema: a second orchestrator never migrates alongside the first', async () => {
+    const schema = schemas.reserve();
+    const holder = await schemas.admin.connect();
+    let opened: Promise<Ledger> | undefined;
+    try {
+      // Hold the lock the first orchestrator to start takes for its migrations (database.ts).
+      await holder.query('BEGIN');
+      await holder.query(`SELECT pg_advisory_xact_lock(${0x706c_616e}, hashtext($1))`, [schema]);
+      let settled = false;
+      opened = openPostgresLedger({ connectionString: postgresUrl, schema, clock: new ManualClock() });
+      void opened.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      await waitFor('the opening orchestrator waiting for the lock', async () => {
+        const waiting = await schemas.admin.query(
+          `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = 'planrun-ledger'`,
+        );
+        return (waiting.rowCount ?? 0) > 0;
+      });
+      assert.equal(settled, false, 'it waits while the lock is held');
+      const created = await schemas.admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+      assert.equal(created.rowCount, 0, 'and has made nothing yet');
+      await holder.query('COMMIT');
+      const ledger = await opened;
+      await ledger.close();
+      const versions = (await schemas.admin.query(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`)).rows;
+      assert.deepEqual(
+        versions.map((r) => r.version),
+        migrations.map((m) => m.version),
+      );
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await opened?.then((ledger) => ledger.close()).catch(() => undefined);
       await schemas.drop(schema);
     }
   });
