@@ -46,6 +46,9 @@ describe('benchmark (smoke)', () => {
       'bullmq-sandboxed',
       'planrun-embedded',
       'planrun-rabbitmq',
+      'planrun-postgres-1',
+      'planrun-postgres-2',
+      'planrun-postgres-3',
     ] as const) {
       const result = run.sections[name] as ThroughputResult;
       positive(result.perSecond, `${name} throughput`);
@@ -53,10 +56,11 @@ describe('benchmark (smoke)', () => {
       positive(result.latency.p99Ms, `${name} p99`);
       positive(result.workerRssMiB, `${name} worker RSS`);
     }
-    for (const name of ['planrun-embedded', 'planrun-rabbitmq'] as const) {
+    for (const name of ['planrun-embedded', 'planrun-rabbitmq', 'planrun-postgres-1', 'planrun-postgres-2', 'planrun-postgres-3'] as const) {
       const result = run.sections[name] as ThroughputResult;
       positive(result.orchestratorRssMiB, `${name} orchestrator RSS`);
-      positive(result.transactionsPerJob, `${name} transactions per job`);
+      positive(result.orchestratorCpuMsPerJob, `${name} orchestrator CPU per job`);
+      if (!name.startsWith('planrun-postgres')) positive(result.transactionsPerJob, `${name} transactions per job`);
       assert.ok(!result.notes.some((note) => note.includes('FAILED')), `${name}: ${result.notes.join('; ')}`);
     }
     const { heartbeat, sweep } = run.sections.leases as LeasesResult;
@@ -85,6 +89,10 @@ describe('benchmark (smoke)', () => {
       '| (3)/(2) |',
       '| (3)/(2s) |',
       '| (4)/(1) |',
+      '| 5.1 |',
+      '| 5.2 |',
+      '| 5.3 |',
+      '| (5.3)/(5.1) |',
       '| L1 |',
       '| L2 |',
       '| L3 |',

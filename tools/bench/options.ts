@@ -9,7 +9,7 @@ export interface BenchProfile {
   transportMessages: number;
   /** Sections (1) and (1e): prefetch of the consumer (the limit gets the broker's best settings). */
   transportPrefetch: number;
-  /** Sections (2)-(4): no-op jobs submitted in bulk. */
+  /** Sections (2)-(5): no-op jobs submitted in bulk. */
   jobs: number;
   /** Jobs run before measuring, so every system is measured warm. */
   warmupJobs: number;
@@ -90,6 +90,9 @@ export const sectionNames = [
   'bullmq-sandboxed',
   'planrun-embedded',
   'planrun-rabbitmq',
+  'planrun-postgres-1',
+  'planrun-postgres-2',
+  'planrun-postgres-3',
   'leases',
   'queued',
   'floors',

@@ -1,7 +1,8 @@
 /**
  * Entry of the benchmark's worker-side processes: a raw amqplib consumer, a consumer of
  * the embedded broker over its socket, a BullMQ worker (its processor in process or
- * sandboxed), or a planrun worker (with its child-process pool). Forked by the driver
+ * sandboxed), a planrun worker (with its child-process pool), or one more planrun
+ * orchestrator on the driver's PostgreSQL ledger. Forked by the driver
  * with its config as argv[2]; reports over IPC (peer-protocol.ts) and stops on `stop`.
  */
 import { mkdirSync } from 'node:fs';
@@ -16,6 +17,7 @@ import {
   type PeerCommand,
   type PeerConfig,
   type PeerMessage,
+  type PlanrunOrchestratorConfig,
   type PlanrunWorkerConfig,
 } from './peer-protocol.js';
 
@@ -143,6 +145,25 @@ async function planrunWorker(config: PlanrunWorkerConfig): Promise<() => Promise
   };
 }
 
+async function planrunOrchestrator(config: PlanrunOrchestratorConfig): Promise<() => Promise<void>> {
+  const [{ RabbitMqBroker }, { silentLogger }, { Topology }, { openPostgresLedger }, { Orchestrator }] = await Promise.all([
+    import('../../src/broker/rabbitmq.js'),
+    import('../../src/core/logger.js'),
+    import('../../src/topology.js'),
+    import('../../src/ledger/postgres/postgres-ledger.js'),
+    import('../../src/orchestrator/orchestrator.js'),
+  ]);
+  const broker = await RabbitMqBroker.connect({ url: config.amqpUrl });
+  const ledger = await openPostgresLedger({ connectionString: config.postgresUrl, schema: config.schema });
+  const orchestrator = new Orchestrator({ ledger, broker, topology: new Topology(config.prefix), logger: silentLogger(), leaseTtlMs: config.leaseTtlMs });
+  await orchestrator.start();
+  return async () => {
+    await orchestrator.stop();
+    await ledger.close();
+    await broker.close();
+  };
+}
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.argv[2] ?? '{}') as PeerConfig;
   let stop: () => Promise<void>;
@@ -150,6 +171,7 @@ async function main(): Promise<void> {
     if (config.mode === 'amqp-consumer') stop = await amqpConsumer(config);
     else if (config.mode === 'embedded-consumer') stop = await embeddedConsumer(config);
     else if (config.mode === 'bullmq-worker') stop = await bullmqWorker(config);
+    else if (config.mode === 'planrun-orchestrator') stop = await planrunOrchestrator(config);
     else stop = await planrunWorker(config);
   } catch (error) {
     tell({ kind: 'failed', message: error instanceof Error ? (error.stack ?? error.message) : String(error) });

@@ -46,7 +46,18 @@ export interface PlanrunWorkerConfig {
   outputDir: string;
 }
 
-export type PeerConfig = AmqpConsumerConfig | EmbeddedConsumerConfig | BullmqWorkerConfig | PlanrunWorkerConfig;
+/** One more planrun orchestrator on the driver's PostgreSQL ledger and RabbitMQ (issue 12: several orchestrators, one ledger). */
+export interface PlanrunOrchestratorConfig {
+  mode: 'planrun-orchestrator';
+  amqpUrl: string;
+  /** The ledger's connection string and schema, the driver's orchestrator's. */
+  postgresUrl: string;
+  schema: string;
+  prefix: string;
+  leaseTtlMs: number;
+}
+
+export type PeerConfig = AmqpConsumerConfig | EmbeddedConsumerConfig | BullmqWorkerConfig | PlanrunWorkerConfig | PlanrunOrchestratorConfig;
 
 /** Header (amqplib) or data field (BullMQ) marking a message whose start the driver times. */
 export const latencyMark = 'bench-latency';

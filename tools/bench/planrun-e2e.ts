@@ -1,6 +1,7 @@
 /**
- * Sections (3) and (4): planrun end to end through the library API. The orchestrator
- * (SQLite ledger, synchronous=FULL, in a temp dir) runs in this process, next to the
+ * Sections (3), (4) and (5): planrun end to end through the library API. The orchestrator
+ * (SQLite ledger, synchronous=FULL, in a temp dir; or, in (5), a PostgreSQL ledger in a
+ * schema of its own, with the other orchestrators on it in processes of their own) runs in this process, next to the
  * driver that submits with `submitMany` and listens on the results exchange, as an app
  * would. Workers are separate processes (as under `planrun up`), each with its pool of
  * child job processes. A job counts when its result message has been received:
@@ -13,6 +14,9 @@ import { RabbitMqBroker } from '../../src/broker/rabbitmq.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { EmbeddedBrokerService } from '../../src/deploy/embedded-broker-service.js';
 import type { ResultMessage, SubmitParams } from '../../src/ledger/ledger.js';
+import pg from 'pg';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { openPostgresLedger } from '../../src/ledger/postgres/postgres-ledger.js';
 import { openSqliteLedger, sqliteLedgerStats } from '../../src/ledger/sqlite/sqlite-ledger.js';
 import { Orchestrator } from '../../src/orchestrator/orchestrator.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
@@ -23,11 +27,17 @@ import { noopJobType } from './noop-jobs.js';
 import { Peers } from './peers.js';
 import type { ThroughputResult } from './results.js';
 
+/** The ledger of a run: SQLite in the temp dir, or PostgreSQL shared by `orchestrators` orchestrators (each its own process). */
+export type BenchLedger = { kind: 'sqlite' } | { kind: 'postgres'; orchestrators: number };
+
+const leaseTtlMs = 90_000;
+
 export async function runPlanrun(
   profile: BenchProfile,
   env: BenchEnvironment,
   brokerKind: 'embedded' | 'rabbitmq',
   cpuProfileDir?: string,
+  ledgerKind: BenchLedger = { kind: 'sqlite' },
 ): Promise<ThroughputResult> {
   const loadAtStart = load1();
   const dir = tempDir('planrun-bench-');
@@ -55,11 +65,30 @@ export async function runPlanrun(
       closers.push(() => orchestratorBroker.close());
       workerBroker = { amqpUrl: env.amqpUrl };
     }
-    const ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db') });
+    const schema = `bench_${randomBytes(6).toString('hex')}`;
+    let ledger: Ledger;
+    if (ledgerKind.kind === 'sqlite') ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db') });
+    else {
+      ledger = await openPostgresLedger({ connectionString: env.postgresUrl, schema });
+      closers.push(() => dropSchema(env.postgresUrl, schema));
+    }
     closers.push(() => ledger.close());
-    const orchestrator = new Orchestrator({ ledger, broker: orchestratorBroker, topology, logger: silentLogger(), leaseTtlMs: 90_000 });
+    const orchestrator = new Orchestrator({ ledger, broker: orchestratorBroker, topology, logger: silentLogger(), leaseTtlMs });
     await orchestrator.start();
     closers.push(() => orchestrator.stop());
+    // The other orchestrators on the same ledger and broker, each a process of its own, as in production.
+    const otherOrchestrators = new Peers(cpuProfileDir);
+    closers.push(() => otherOrchestrators.stop());
+    if (ledgerKind.kind === 'postgres' && ledgerKind.orchestrators > 1) {
+      await otherOrchestrators.start(ledgerKind.orchestrators - 1, () => ({
+        mode: 'planrun-orchestrator',
+        amqpUrl: env.amqpUrl,
+        postgresUrl: env.postgresUrl,
+        schema,
+        prefix: topology.prefix,
+        leaseTtlMs,
+      }));
+    }
 
     // The app's view: every result message, when it arrived, and when its job started.
     const resultsQueue = `${topology.prefix}.bench-results`;
@@ -125,23 +154,29 @@ export async function runPlanrun(
     }
 
     const before = received;
-    const cpuBefore = cpuMs();
+    const cpuBefore = cpuMs() + otherOrchestrators.cpuMs();
     const workerCpuBefore = peers.cpuSplitMs();
     const serverCpuBefore = rabbitPid ? procCpuMs(rabbitPid) : 0;
-    const txBefore = sqliteLedgerStats(ledger)!.transactions;
+    const txBefore = sqliteLedgerStats(ledger)?.transactions;
     const routedBefore = routedMessages?.();
     const t0 = hrNow();
     await submitMany(profile.jobs);
     await until('every result', () => received >= before + profile.jobs, profile.sectionTimeoutMs);
     const seconds = (lastAt - t0) / 1000;
-    const orchestratorCpuMsPerJob = (cpuMs() - cpuBefore) / profile.jobs;
+    const orchestratorCpuMsPerJob = (cpuMs() + otherOrchestrators.cpuMs() - cpuBefore) / profile.jobs;
     const { workerCpuMsPerJob, jobProcessCpuMsPerJob } = peers.cpuPerJobSince(workerCpuBefore, profile.jobs);
     const serverCpuMsPerJob = rabbitPid ? (procCpuMs(rabbitPid) - serverCpuBefore) / profile.jobs : undefined;
-    const transactionsPerJob = (sqliteLedgerStats(ledger)!.transactions - txBefore) / profile.jobs;
+    const txAfter = sqliteLedgerStats(ledger)?.transactions;
+    const transactionsPerJob = txAfter === undefined || txBefore === undefined ? undefined : (txAfter - txBefore) / profile.jobs;
     const brokerMessagesPerJob = routedMessages && routedBefore !== undefined ? (routedMessages() - routedBefore) / profile.jobs : undefined;
     const rss = peers.peakRss();
     const serverRss = sampler.stop();
     const notes = [`${profile.workers} worker processes x ${profile.slots} slots (one child job process per slot); orchestrator and submitter in one process`];
+    if (ledgerKind.kind === 'postgres') {
+      notes.push(
+        `PostgreSQL ledger (synchronous_commit on), ${ledgerKind.orchestrators} orchestrator(s): the submitter's, and ${ledgerKind.orchestrators - 1} in processes of their own; orchestrator CPU is theirs together`,
+      );
+    }
     if (failedJobs > 0) notes.push(`${failedJobs} jobs FAILED`);
     return {
       count: profile.jobs,
@@ -157,7 +192,7 @@ export async function runPlanrun(
       workerCpuMsPerJob,
       jobProcessCpuMsPerJob,
       serverCpuMsPerJob,
-      transactionsPerJob,
+      ...(transactionsPerJob === undefined ? {} : { transactionsPerJob }),
       ...(brokerMessagesPerJob === undefined ? {} : { brokerMessagesPerJob }),
       load: [loadAtStart, load1()],
       notes,
@@ -166,5 +201,15 @@ export async function runPlanrun(
     sampler.stop();
     for (const close of closers.reverse()) await close().catch(() => undefined);
     dir.remove();
+  }
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
   }
 }

@@ -37,6 +37,9 @@ const rows: Array<{ key: string; id: string; label: string; unit: string }> = [
   },
   { key: 'planrun-embedded', id: '3', label: 'planrun, embedded broker, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
   { key: 'planrun-rabbitmq', id: '4', label: 'planrun, RabbitMQ, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
+  { key: 'planrun-postgres-1', id: '5.1', label: 'planrun, RabbitMQ, PostgreSQL ledger, 1 orchestrator', unit: 'jobs/s' },
+  { key: 'planrun-postgres-2', id: '5.2', label: 'planrun, RabbitMQ, PostgreSQL ledger, 2 orchestrators (docs/high-availability.md)', unit: 'jobs/s' },
+  { key: 'planrun-postgres-3', id: '5.3', label: 'planrun, RabbitMQ, PostgreSQL ledger, 3 orchestrators (docs/high-availability.md)', unit: 'jobs/s' },
 ];
 
 export function renderTable(run: BenchRun): string {
@@ -74,6 +77,11 @@ export function renderTable(run: BenchRun): string {
   if (r3s !== undefined) lines.push(`| (3)/(2s) | planrun embedded ÷ BullMQ sandboxed | **${r3s.toFixed(2)}×** | | | | | | |`);
   if (r41 !== undefined)
     lines.push(`| (4)/(1) | planrun on RabbitMQ ÷ transport limit | **${r41.toFixed(2)}×** | | | | | ≥ 0.5: ${r41 >= 0.5 ? 'met' : 'missed'} | |`);
+
+  for (const n of [2, 3]) {
+    const r = ratio(t(`planrun-postgres-${n}`), t('planrun-postgres-1'));
+    if (r !== undefined) lines.push(`| (5.${n})/(5.1) | ${n} orchestrators ÷ 1, on one PostgreSQL ledger | **${r.toFixed(2)}×** | | | | | | |`);
+  }
 
   const leases = run.sections.leases;
   if (failed(leases)) lines.push(`| L | heartbeats and sweep | failed: ${firstLine(leases.error)} | | | | | | |`);

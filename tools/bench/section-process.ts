@@ -29,6 +29,12 @@ async function run(request: SectionRequest): Promise<SectionResult> {
       return runPlanrun(profile, env, 'embedded', cpuProfileDir);
     case 'planrun-rabbitmq':
       return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir);
+    case 'planrun-postgres-1':
+      return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir, { kind: 'postgres', orchestrators: 1 });
+    case 'planrun-postgres-2':
+      return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir, { kind: 'postgres', orchestrators: 2 });
+    case 'planrun-postgres-3':
+      return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir, { kind: 'postgres', orchestrators: 3 });
     case 'leases': {
       const start = load1();
       const heartbeat = await measureHeartbeats(profile);
