@@ -197,6 +197,12 @@ How each figure is taken:
   run in a child process, the settle and the relay of the result; a no-op job has no
   outputs, so no fence and no output copy); for BullMQ, the last worker \`completed\` event;
   for the transport, the last consumer ack.
+- **(5)**: as (4), with a PostgreSQL ledger (the local server, \`synchronous_commit\` on,
+  a schema of its own, dropped after) shared by 1, 2 or 3 orchestrators: the driver's,
+  which submits, and the others each in a process of its own on the same ledger and
+  RabbitMQ, sharing the relay (outbox claims) and the control requests
+  (docs/high-availability.md). Orchestrator CPU per job is theirs together; (5.2)/(5.1)
+  and (5.3)/(5.1) are what running several costs (or gains) on one machine.
 - **submit→start**: one job at a time, 5 ms apart, no other job in the system: from just before
   \`submit\` / \`queue.add\` / \`publish\` returns to when the job code (planrun: in its
   child process; BullMQ: the processor, in (2s) in its child process) or the consumer
