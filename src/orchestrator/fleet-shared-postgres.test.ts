@@ -3,10 +3,12 @@
  * one broker (which hands control requests to each in turn): a worker first heard by A is
  * known to B, whose routing accepts its job types and refuses others; its heartbeats,
  * answered by both, keep renewing its lease (the same worker, by its proof, on both); and
- * both show the same fleet.
+ * both show the same fleet. And an orchestrator that shares only the ledger (a broker of
+ * its own, so no heartbeat ever reaches it) knows the worker and routes by it.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { EmbeddedBroker } from '../broker/embedded.js';
 import { openPostgresLedger } from '../ledger/postgres/postgres-ledger.js';
 import { fastTestUrl, TestSchemas } from '../../test/ledger/postgres/testing.js';
 import { startEmbeddedApi } from '../../test/api/fixture.js';
@@ -45,6 +47,30 @@ describe('the fleet shared through a PostgreSQL ledger (issue 12)', () => {
       assert.deepEqual(b.fleet.list(), a.fleet.list());
     } finally {
       await api.close();
+    }
+  });
+
+  it('B, on a broker of its own, never hears the worker: it knows it from the ledger alone, and routes by it', async () => {
+    const schema = schemas.reserve();
+    const api = await startEmbeddedApi({
+      openLedger: (config) => openPostgresLedger({ connectionString: fastTestUrl(), schema, config, poolSize: 4 }),
+    });
+    // No control request of the worker can reach B: B shares only the ledger with A.
+    const elsewhere = new EmbeddedBroker();
+    try {
+      const worker = await api.harness.startWorker(api.connect(), { slots: 1 });
+      const [, b] = await api.harness.startOrchestrator(elsewhere.connect());
+      await waitFor('the worker in B, read from the ledger', () => b.fleet.list().some((m) => m.worker === worker.worker.id));
+      assert.deepEqual(
+        b.fleet.list().map((m) => [m.worker, m.jobTypes.includes('probe'), m.slots]),
+        [[worker.worker.id, true, 1]],
+      );
+      assert.equal((await b.submit({ tenant: 'acme', type: 'probe', input: {} })).job.state, 'queued', 'routable on B');
+      const refused = await b.submit({ tenant: 'acme', type: 'nobody-offers-this', input: {} });
+      assert.equal(refused.job.failureReason, 'unroutable');
+    } finally {
+      await api.close();
+      await elsewhere.close();
     }
   });
 });
