@@ -212,4 +212,13 @@ export const migrations: readonly Migration[] = [
       FOR EACH ROW EXECUTE FUNCTION planrun_announce_job_change();
     `,
   },
+  {
+    version: 8,
+    name: 'resource limits per job',
+    sql: `
+      -- limits of a submission (issue 13): { memoryMb?, processes? } of one run, as JSON; NULL
+      -- leaves them to the job type's. The worker enforces the lower of these and the type's.
+      ALTER TABLE jobs ADD COLUMN limits jsonb;
+    `,
+  },
 ];

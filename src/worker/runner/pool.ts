@@ -17,6 +17,7 @@ import type { RunnerLogger } from './logger.js';
 import { findInvalidOutput } from './outputs.js';
 import type { RunTask } from './protocol.js';
 import { failed, type RunOutcome } from './run-outcome.js';
+import { ScratchQuota } from './scratch-usage.js';
 import { checkSandbox, isSystemPath, moduleReadablePaths, wrapCommand, type SandboxPolicy } from './sandbox.js';
 
 export type { RunHooks } from './job-process.js';
@@ -143,21 +144,27 @@ export class ProcessPool {
     }
     if (hooks.signal?.aborted) return failed(new TransientError('aborted', 'the job was aborted before it started').toJSON());
 
-    const settings = await this.jobSettings(task);
+    let settings: JobSettings;
+    try {
+      settings = await this.jobSettings(task);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return failed(new TransientError('child_start_failed', `the job could not be set up: ${reason}`).toJSON());
+    }
     const outcome =
       settings.jobType !== undefined && isCommandJobType(settings.jobType)
         ? await this.runCommand(task, hooks, settings, settings.jobType)
-        : this.processPerJob || hasLimits(settings.jobType)
+        : this.processPerJob || settings.limits !== undefined
           ? await this.runInOwnProcess(task, hooks, settings)
           : await this.runInPooledProcess(task, hooks, settings);
     return outcome.ok ? this.checkOutputs(task, outcome) : outcome;
   }
 
-  private async runInPooledProcess(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings): Promise<RunOutcome> {
+  private async runInPooledProcess(task: RunTask, hooks: RunHooks, { env, deadline, watches }: JobSettings): Promise<RunOutcome> {
     const jobProcess = this.takeIdleProcess();
     if (jobProcess === undefined) throw this.allBusy(task);
     try {
-      return await jobProcess.run(task, env, hooks, deadline);
+      return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), watches);
     } finally {
       // Whatever happened to the run, the slot comes back: a usable process is idle again,
       // a gone one has been replaced.
@@ -166,8 +173,8 @@ export class ProcessPool {
   }
 
   /** A process of its own, in the sandbox if there is one, in a cgroup of its own if its type declares limits. */
-  private runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType }: JobSettings): Promise<RunOutcome> {
-    return this.withOwnProcessSlot(task, jobType, async (cgroup) => {
+  private runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType, watches, limits }: JobSettings): Promise<RunOutcome> {
+    return this.withOwnProcessSlot(task, limits, async (cgroup) => {
       const jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true });
       try {
         await jobProcess.started;
@@ -177,7 +184,7 @@ export class ProcessPool {
           return failed(new TransientError('pool_closed', 'the worker closed its job processes before the job started').toJSON());
         }
         await cgroup?.add(jobProcess.pid);
-        return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), cgroup);
+        return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), [...cgroupWatch(cgroup), ...watches]);
       } finally {
         jobProcess.retire();
       }
@@ -188,8 +195,8 @@ export class ProcessPool {
    * A command job type's program, in a process of its own, wrapped by the same sandbox
    * policy as a Node job process, in a cgroup of its own if its type declares limits.
    */
-  private runCommand(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
-    return this.withOwnProcessSlot(task, jobType, async (cgroup) => {
+  private runCommand(task: RunTask, hooks: RunHooks, { env, deadline, watches, limits }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
+    return this.withOwnProcessSlot(task, limits, async (cgroup) => {
       const argv = (await this.loadCommands()).get(jobType.name);
       if (argv === undefined) throw new Error(`job type "${jobType.name}" has no resolved command`);
       // Checked here, as a sandbox would start and only then fail to find it.
@@ -214,7 +221,7 @@ export class ProcessPool {
         signalInside: sandbox.kind === 'bwrap',
         ...(cgroup ? { onSpawn: (pid: number) => cgroup.add(pid) } : {}),
       });
-      return this.runLimited(command, () => command.run(), cgroup);
+      return this.runLimited(command, () => command.run(), [...cgroupWatch(cgroup), ...watches]);
     });
   }
 
@@ -225,14 +232,14 @@ export class ProcessPool {
    */
   private async withOwnProcessSlot(
     task: RunTask,
-    jobType: JobType | undefined,
+    limits: CgroupLimits | undefined,
     run: (cgroup: JobCgroup | undefined) => Promise<RunOutcome>,
   ): Promise<RunOutcome> {
     if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
     this.ownProcessRuns += 1;
     let cgroup: JobCgroup | undefined;
     try {
-      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
+      if (limits !== undefined) cgroup = await JobCgroup.create(limits);
       await this.handScratchToJobUser(task.scratchDir);
       return await run(cgroup);
     } catch (error) {
@@ -244,15 +251,37 @@ export class ProcessPool {
     }
   }
 
-  /** Runs a watched process; a run that hit its cgroup's limit ends Permanent resource_limit, whatever it answered. */
-  private async runLimited(
-    running: { kill(reason: SerializedError): void },
-    run: () => Promise<RunOutcome>,
-    cgroup: JobCgroup | undefined,
-  ): Promise<RunOutcome> {
-    const outcome = await this.runWatched(running, run, cgroup);
-    const exceeded = await cgroup?.exceeded();
-    return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
+  /**
+   * Runs a watched process: one that hits a limit (its cgroup's, its scratch reserve) is
+   * killed as soon as a watch sees it, and a run that hit one ends Permanent
+   * resource_limit, whatever it answered.
+   */
+  private async runLimited(running: { kill(reason: SerializedError): void }, run: () => Promise<RunOutcome>, watches: LimitWatch[]): Promise<RunOutcome> {
+    const timers = watches.map((watch) => {
+      let checking = false;
+      return setInterval(() => {
+        // A slow walk of a big scratch folder must not pile up behind itself.
+        if (checking) return;
+        checking = true;
+        void watch.limit
+          .exceeded()
+          .then((exceeded) => {
+            if (exceeded !== undefined) running.kill(resourceLimit(exceeded));
+          })
+          .finally(() => (checking = false));
+      }, watch.everyMs);
+    });
+    let outcome: RunOutcome;
+    try {
+      outcome = await run();
+    } finally {
+      for (const timer of timers) clearInterval(timer);
+    }
+    for (const watch of watches) {
+      const exceeded = await watch.limit.exceeded();
+      if (exceeded !== undefined) return failed(resourceLimit(exceeded));
+    }
+    return outcome;
   }
 
   /** The folders of the job-types modules and files: a command's scripts sit there. */
@@ -261,25 +290,6 @@ export class ProcessPool {
       .map(toModuleUrl)
       .flatMap(moduleFiles)
       .map((file) => path.dirname(file));
-  }
-
-  /** Runs the job; one that hits a limit of its cgroup is killed as soon as that is seen. */
-  private async runWatched(
-    running: { kill(reason: SerializedError): void },
-    run: () => Promise<RunOutcome>,
-    cgroup: JobCgroup | undefined,
-  ): Promise<RunOutcome> {
-    if (cgroup === undefined) return run();
-    const watch = setInterval(() => {
-      void cgroup.exceeded().then((exceeded) => {
-        if (exceeded !== undefined) running.kill(resourceLimit(exceeded));
-      });
-    }, LIMIT_WATCH_MS);
-    try {
-      return await run();
-    } finally {
-      clearInterval(watch);
-    }
   }
 
   private allBusy(task: RunTask): Error {
@@ -320,16 +330,19 @@ export class ProcessPool {
   private async jobSettings(task: RunTask): Promise<JobSettings> {
     const jobType = (await this.loadJobTypes().catch(() => undefined))?.get(task.type);
     const env = jobEnvironment([...(jobType?.env ?? []), ...this.settings.jobEnv], task.scratchDir);
+    const watches: LimitWatch[] =
+      task.scratchReserveBytes === undefined ? [] : [{ limit: await ScratchQuota.start(task.scratchDir, task.scratchReserveBytes), everyMs: SCRATCH_WATCH_MS }];
     const timeoutMs =
       task.timeoutSeconds !== undefined
         ? task.timeoutSeconds * 1000
         : jobType?.timeoutSeconds !== undefined
           ? jobType.timeoutSeconds * 1000
           : this.settings.jobTimeoutMs;
-    if (timeoutMs === undefined) return { env, deadline: undefined, jobType };
+    const limits = lowerLimits(jobType?.limits, task.limits);
+    if (timeoutMs === undefined) return { env, deadline: undefined, jobType, watches, limits };
     const message = `the job ran past its timeout of ${timeoutMs / 1000} s`;
     const error = jobType?.timeoutClass === 'permanent' ? new PermanentError('timeout', message) : new TransientError('timeout', message);
-    return { env, deadline: { ms: timeoutMs, error: error.toJSON() }, jobType };
+    return { env, deadline: { ms: timeoutMs, error: error.toJSON() }, jobType, watches, limits };
   }
 
   /** With a job user, the scratch folder becomes that user's: the only place its job may write. */
@@ -450,13 +463,38 @@ interface JobSettings {
   env: Record<string, string>;
   deadline: RunDeadline | undefined;
   jobType: JobType | undefined;
+  /** The lower of its type's and its submission's limits, each; undefined: none (no cgroup). */
+  limits: CgroupLimits | undefined;
+  /** The limits watched beside its cgroup's: its scratch reserve. */
+  watches: LimitWatch[];
+}
+
+/** A limit checked every `everyMs` while a job runs, and once more when it ends. */
+interface LimitWatch {
+  limit: { exceeded(): Promise<string | undefined> };
+  everyMs: number;
+}
+
+function cgroupWatch(cgroup: JobCgroup | undefined): LimitWatch[] {
+  return cgroup ? [{ limit: cgroup, everyMs: LIMIT_WATCH_MS }] : [];
 }
 
 // How often a job with limits is checked for having hit one (a fork bomb is stopped by the limit at once; this ends its job).
 const LIMIT_WATCH_MS = 100;
+// How often a job's scratch folder is measured against its reserve: a walk of the folder, so less often.
+const SCRATCH_WATCH_MS = 200;
 
 function hasLimits(jobType: JobType | undefined): jobType is JobType & { limits: CgroupLimits } {
   return jobType?.limits !== undefined && Object.values(jobType.limits).some((limit) => limit !== undefined);
+}
+
+/** Each limit the lower of the job type's and the submission's: a submission can tighten its type's limits, never loosen them. */
+function lowerLimits(ofType: CgroupLimits | undefined, ofSubmission: CgroupLimits | undefined): CgroupLimits | undefined {
+  const lower = (a: number | undefined, b: number | undefined) => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
+  const memoryMb = lower(ofType?.memoryMb, ofSubmission?.memoryMb);
+  const processes = lower(ofType?.processes, ofSubmission?.processes);
+  if (memoryMb === undefined && processes === undefined) return undefined;
+  return { ...(memoryMb === undefined ? {} : { memoryMb }), ...(processes === undefined ? {} : { processes }) };
 }
 
 function resourceLimit(exceeded: string): SerializedError {
