@@ -91,7 +91,7 @@ describe('hostile jobs under each sandbox', () => {
         const env = { ...process.env, HOSTILE_PLANTED_SECRET: PLANTED_VALUE };
         up = await startUp(dir.path, ['--jobs', HOSTILE_JOBS, '--jobs', HOSTILE_SHELL_JOBS, '--slots', '2', ...mode.args], env);
         assert.match(up.output(), new RegExp(`sandbox +${mode.label === 'job-user' ? 'none' : mode.label.split(' ')[0]}`));
-        assert.match(up.output(), /limits +cgroup v1 \(memory, pids\) per job; scratch reserve watched/);
+        assert.match(up.output(), /limits +memory: cgroup v1 per job; processes: cgroup v1 per job; scratch reserve watched every 200 ms/);
         const dataDir = join(dir.path, '.planrun');
         const plantedOutput = join(dataDir, 'outputs', 'planted', 'secret.txt');
         mkdirSync(join(dataDir, 'outputs', 'planted'), { recursive: true });

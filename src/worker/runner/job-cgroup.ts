@@ -40,14 +40,6 @@ export function ownCgroupDir(controller: 'pids' | 'memory'): string | undefined 
   return undefined;
 }
 
-/** What enforces a job's limits on this machine, for the operator (`planrun up` prints it): no limit passes silently for one. */
-export function describeLimitEnforcement(): string {
-  const missing = (['memory', 'pids'] as const).filter((controller) => ownCgroupDir(controller) === undefined);
-  const scratch = 'scratch reserve watched every 200 ms';
-  if (missing.length === 0) return `cgroup v1 (memory, pids) per job; ${scratch}`;
-  return `${scratch}; NOT enforceable here: no writable cgroup v1 ${missing.join(', ')} hierarchy (job types declaring those limits are refused, a submission setting them fails child_start_failed)`;
-}
-
 export class JobCgroup {
   private constructor(
     private readonly dirs: { pids?: string; memory?: string },

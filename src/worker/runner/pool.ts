@@ -10,7 +10,8 @@ import { CommandProcess } from './command-process.js';
 import { resolveCommandPrograms } from './command-program.js';
 import { envNameProblem, jobEnvironment } from './job-env.js';
 import { isCommandJobType, loadJobTypeRegistry, toModuleUrl, type CommandJobType, type JobType } from './job-type.js';
-import { JobCgroup, ownCgroupDir, type CgroupLimits } from './job-cgroup.js';
+import { JobCgroup, type CgroupLimits } from './job-cgroup.js';
+import { LimitEnforcement } from './limit-enforcement.js';
 import { CHILD_ENTRY, JobProcess, type RunDeadline, type RunHooks } from './job-process.js';
 import { findJsonProblem } from './json-value.js';
 import type { RunnerLogger } from './logger.js';
@@ -18,7 +19,7 @@ import { findInvalidOutput } from './outputs.js';
 import type { RunTask } from './protocol.js';
 import { failed, type RunOutcome } from './run-outcome.js';
 import { ScratchQuota } from './scratch-usage.js';
-import { checkSandbox, isSystemPath, moduleReadablePaths, wrapCommand, type SandboxPolicy } from './sandbox.js';
+import { checkSandbox, isSystemPath, moduleReadablePaths, wrapCommand, type ProcessLimits, type SandboxPolicy } from './sandbox.js';
 
 export type { RunHooks } from './job-process.js';
 export type { RunTask } from './protocol.js';
@@ -51,6 +52,11 @@ export interface ProcessPoolOptions {
    * too, so a job user that cannot reach it is known before any job (default: the system's temp).
    */
   scratchRoot?: string;
+  /**
+   * `rlimit`: hold job limits with setrlimit even where this machine has cgroups for them
+   * (default: a cgroup where there is one, else setrlimit; see limit-enforcement.ts).
+   */
+  limitsBy?: 'auto' | 'rlimit';
 }
 
 const execFileAsync = promisify(execFile);
@@ -100,15 +106,22 @@ export class ProcessPool {
   /** The argv each command job type runs, its program found (see command-program.ts). */
   private commands: Promise<Map<string, string[]>> | undefined;
   private readonly settings: Settings;
+  private readonly enforcement: LimitEnforcement;
 
   constructor(options: ProcessPoolOptions) {
     this.settings = validateOptions(options);
     checkSandbox(this.settings.sandbox);
+    this.enforcement = new LimitEnforcement({ jobUser: this.settings.sandbox.jobUser !== undefined, rlimitOnly: this.settings.limitsBy === 'rlimit' });
     if (!this.processPerJob) for (let slot = 0; slot < this.settings.size; slot++) this.startProcess();
   }
 
   get size(): number {
     return this.settings.size;
+  }
+
+  /** What holds each kind of job limit in this pool, for the worker's log. */
+  describeLimits(): string {
+    return this.enforcement.describe();
   }
 
   /** A sandbox is built around one job's scratch folder, and another user's process must not keep one job's secrets for the next. */
@@ -123,7 +136,7 @@ export class ProcessPool {
    */
   async ready(): Promise<void> {
     const jobTypes = await this.loadJobTypes();
-    checkLimitsEnforceable([...jobTypes.values()]);
+    this.checkLimitsEnforceable([...jobTypes.values()]);
     await this.loadCommands();
     if (this.processPerJob) {
       await this.tryOwnProcess();
@@ -174,8 +187,8 @@ export class ProcessPool {
 
   /** A process of its own, in the sandbox if there is one, in a cgroup of its own if its type declares limits. */
   private runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType, watches, limits }: JobSettings): Promise<RunOutcome> {
-    return this.withOwnProcessSlot(task, limits, async (cgroup) => {
-      const jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true });
+    return this.withOwnProcessSlot(task, limits, async (cgroup, rlimits) => {
+      const jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true, rlimits });
       try {
         await jobProcess.started;
         const startFailure = jobProcess.startFailure;
@@ -196,7 +209,7 @@ export class ProcessPool {
    * policy as a Node job process, in a cgroup of its own if its type declares limits.
    */
   private runCommand(task: RunTask, hooks: RunHooks, { env, deadline, watches, limits }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
-    return this.withOwnProcessSlot(task, limits, async (cgroup) => {
+    return this.withOwnProcessSlot(task, limits, async (cgroup, rlimits) => {
       const argv = (await this.loadCommands()).get(jobType.name);
       if (argv === undefined) throw new Error(`job type "${jobType.name}" has no resolved command`);
       // Checked here, as a sandbox would start and only then fail to find it.
@@ -208,6 +221,7 @@ export class ProcessPool {
         readable: [argv[0]!, ...this.jobModuleFolders()],
         env,
         network: jobType.network === true,
+        ...(rlimits ? { limits: rlimits } : {}),
       });
       const { progressThrottleMs, abortGraceMs, logger, sandbox } = this.settings;
       const command = new CommandProcess({
@@ -233,15 +247,16 @@ export class ProcessPool {
   private async withOwnProcessSlot(
     task: RunTask,
     limits: CgroupLimits | undefined,
-    run: (cgroup: JobCgroup | undefined) => Promise<RunOutcome>,
+    run: (cgroup: JobCgroup | undefined, rlimits: ProcessLimits | undefined) => Promise<RunOutcome>,
   ): Promise<RunOutcome> {
     if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
     this.ownProcessRuns += 1;
     let cgroup: JobCgroup | undefined;
     try {
-      if (limits !== undefined) cgroup = await JobCgroup.create(limits);
+      const plan = limits === undefined ? {} : this.enforcement.plan(limits);
+      if (plan.cgroup !== undefined) cgroup = await JobCgroup.create(plan.cgroup);
       await this.handScratchToJobUser(task.scratchDir);
-      return await run(cgroup);
+      return await run(cgroup, plan.rlimits);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       return failed(new TransientError('child_start_failed', `the job's process could not be set up: ${reason}`).toJSON());
@@ -345,6 +360,18 @@ export class ProcessPool {
     return { env, deadline: { ms: timeoutMs, error: error.toJSON() }, jobType, watches, limits };
   }
 
+  /** A job type whose limits this machine cannot hold must not run here as if they were. */
+  private checkLimitsEnforceable(jobTypes: JobType[]): void {
+    for (const jobType of jobTypes) {
+      if (!hasLimits(jobType)) continue;
+      try {
+        this.enforcement.plan(jobType.limits);
+      } catch (error) {
+        throw new Error(`job type "${jobType.name}": ${(error as Error).message}`);
+      }
+    }
+  }
+
   /** With a job user, the scratch folder becomes that user's: the only place its job may write. */
   private async handScratchToJobUser(scratchDir: string): Promise<void> {
     const user = this.settings.sandbox.jobUser;
@@ -391,7 +418,7 @@ export class ProcessPool {
    * Starts a job process: a pooled one (no `own`) that takes any job, or one of its own for
    * the job whose scratch folder, environment and network `own` gives.
    */
-  private startProcess(own?: { scratchDir: string; env: Record<string, string>; network: boolean }): JobProcess {
+  private startProcess(own?: { scratchDir: string; env: Record<string, string>; network: boolean; rlimits?: ProcessLimits | undefined }): JobProcess {
     const { jobModules, progressThrottleMs, abortGraceMs, maxOldSpaceMb, logger, sandbox } = this.settings;
     const jobModuleUrls = jobModules.map(toModuleUrl);
     const nodeArgv = [
@@ -408,6 +435,7 @@ export class ProcessPool {
           readable: [process.execPath, PLANRUN_ROOT, ...moduleReadablePaths(CHILD_ENTRY), ...jobModuleUrls.flatMap(moduleFiles).flatMap(moduleReadablePaths)],
           env: own.env,
           network: own.network,
+          ...(own.rlimits ? { limits: own.rlimits } : {}),
         })
       : { file: nodeArgv[0]!, args: nodeArgv.slice(1), env: jobEnvironment(this.settings.jobEnv, home), cwd: home };
     const jobProcess = new JobProcess({
@@ -502,23 +530,6 @@ function resourceLimit(exceeded: string): SerializedError {
   return new PermanentError('resource_limit', `the job was stopped: ${exceeded}`).toJSON();
 }
 
-/** A job type whose limits this machine cannot enforce must not run here as if they were. */
-function checkLimitsEnforceable(jobTypes: JobType[]): void {
-  for (const jobType of jobTypes) {
-    if (!hasLimits(jobType)) continue;
-    for (const [limit, controller] of [
-      ['processes', 'pids'],
-      ['memoryMb', 'memory'],
-    ] as const) {
-      if (jobType.limits[limit] !== undefined && ownCgroupDir(controller) === undefined) {
-        throw new Error(
-          `job type "${jobType.name}" declares limits.${limit}, and this machine gives the worker no writable cgroup v1 "${controller}" hierarchy to enforce it (see docs/security.md)`,
-        );
-      }
-    }
-  }
-}
-
 /** A program found at start that is gone or no longer executable: the worker is set up wrong, so Fatal. */
 function programProblem(program: string): SerializedError | undefined {
   try {
@@ -551,6 +562,7 @@ function validateOptions(options: ProcessPoolOptions): Settings {
     jobEnv: options.jobEnv ?? [],
     jobTimeoutMs: options.jobTimeoutMs,
     scratchRoot: options.scratchRoot,
+    limitsBy: options.limitsBy ?? 'auto',
   };
   const problems: string[] = [];
   const { jobModules } = settings;
