@@ -16,6 +16,7 @@ export function toJobSummary(job: Job): JobSummary {
     attempt: job.attempt,
     maxAttempts: job.maxAttempts,
     timeoutSeconds: job.timeoutSeconds,
+    limits: job.limits,
     requires: job.requires,
     idempotencyKey: job.idempotencyKey,
     cancelRequested: job.cancelRequested,

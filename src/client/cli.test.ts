@@ -376,6 +376,7 @@ describe('the client commands’ options, in process', () => {
       attempt: 1,
       maxAttempts: 3,
       timeoutSeconds: null,
+      limits: null,
       requires: [],
       idempotencyKey: null,
       cancelRequested: false,

@@ -279,7 +279,7 @@ export class Client {
     // single bytes (latin1), so the UTF-8 bytes go in one character each.
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = Buffer.from(options.idempotencyKey, 'utf8').toString('latin1');
     return this.request<SubmittedJob>('POST', '/v1/jobs', {
-      body: { type, input, requires: options.requires, maxAttempts: options.maxAttempts, timeoutSeconds: options.timeoutSeconds },
+      body: { type, input, requires: options.requires, maxAttempts: options.maxAttempts, timeoutSeconds: options.timeoutSeconds, limits: options.limits },
       headers,
     });
   }
@@ -297,6 +297,7 @@ export class Client {
           requires: job.requires,
           maxAttempts: job.maxAttempts,
           timeoutSeconds: job.timeoutSeconds,
+          limits: job.limits,
           idempotencyKey: job.idempotencyKey,
         })),
       },

@@ -24,6 +24,7 @@ function job(state: JobSummary['state'], progress: number | null = null, attempt
     attempt,
     maxAttempts: 3,
     timeoutSeconds: null,
+    limits: null,
     requires: [],
     idempotencyKey: null,
     cancelRequested: false,

@@ -4,7 +4,7 @@
  * the schemas the API serialises them through, in src/wire/: they are re-exported here
  * under the names the client has always given them.
  */
-import type { AttemptOutcomeView, FailureReasonView, JobEvent, JobResult, JobState, TerminalJobState } from '../wire/jobs.js';
+import type { AttemptOutcomeView, FailureReasonView, JobEvent, JobLimits, JobResult, JobState, TerminalJobState } from '../wire/jobs.js';
 
 export type { AttemptView, JobEvent, JobPage, JobState, JobSummary, JobView, SubmittedJob, TerminalJobState, TerminalJobView } from '../wire/jobs.js';
 export type { FleetView, FleetWorker } from '../wire/fleet.js';
@@ -29,6 +29,8 @@ export interface SubmitOptions {
   maxAttempts?: number;
   /** How long one run may take, in whole seconds (default: the job type's, else the worker's). */
   timeoutSeconds?: number;
+  /** Resource limits of one run; they can only lower the job type's own. */
+  limits?: JobLimits;
 }
 
 export interface JobSubmission extends SubmitOptions {

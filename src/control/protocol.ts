@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import { boundedStack } from '../core/errors.js';
 import type { GrantRefusal, LeaseLoss, ReleaseResult, SettleResult } from '../ledger/ledger.js';
+import type { JobLimits } from '../wire/jobs.js';
 
 /** S3's limit on the parts of one multipart upload. */
 export const maxUploadParts = 10_000;
@@ -165,6 +166,8 @@ export type LeaseReply =
       requires: string[];
       /** How long one run may take, as the submission said; absent: the job type's or the worker's default. */
       timeoutSeconds?: number;
+      /** Resource limits of one run, as the submission said; the worker enforces the lower of these and the job type's. */
+      limits?: JobLimits;
       /** `presigned`: the orchestrator has an object store; outputs go only where a live fence answer says (see FenceReply). */
       store?: 'presigned';
     }

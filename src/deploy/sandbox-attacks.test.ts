@@ -40,7 +40,12 @@ const NOT_FOR_JOB_USER = new Set([
   "write into the machine's shared /tmp",
 ]);
 
-const LIMIT_ROWS = ['fork-bomb (200 processes, limit 64)', 'exhaust memory (256 MB, limit 128 MB)', 'run past its timeout (1 s)'] as const;
+const LIMIT_ROWS = [
+  'fork-bomb (200 processes, limit 64)',
+  'exhaust memory (256 MB, limit 128 MB)',
+  'fill the scratch disk (256 MiB, reserve 4 MiB)',
+  'run past its timeout (1 s)',
+] as const;
 
 /** attack -> mode -> what happened. */
 const table = new Map<string, Map<Mode, string>>();
@@ -86,6 +91,7 @@ describe('hostile jobs under each sandbox', () => {
         const env = { ...process.env, HOSTILE_PLANTED_SECRET: PLANTED_VALUE };
         up = await startUp(dir.path, ['--jobs', HOSTILE_JOBS, '--jobs', HOSTILE_SHELL_JOBS, '--slots', '2', ...mode.args], env);
         assert.match(up.output(), new RegExp(`sandbox +${mode.label === 'job-user' ? 'none' : mode.label.split(' ')[0]}`));
+        assert.match(up.output(), /limits +memory: cgroup v1 per job; processes: cgroup v1 per job; scratch reserve watched every 200 ms/);
         const dataDir = join(dir.path, '.planrun');
         const plantedOutput = join(dataDir, 'outputs', 'planted', 'secret.txt');
         mkdirSync(join(dataDir, 'outputs', 'planted'), { recursive: true });
@@ -118,20 +124,30 @@ describe('hostile jobs under each sandbox', () => {
         const limited = await Promise.all([
           client.submit('hostile-fork', { count: 200 }, { maxAttempts: 1 }),
           client.submit('hostile-memory', { mb: 256 }, { maxAttempts: 1 }),
+          client.submit('hostile-disk', { mb: 256 }, { maxAttempts: 1 }),
           client.submit('hostile-overrun', null, { maxAttempts: 1 }),
         ]);
         const limitedShell = await Promise.all([
           client.submit('hostile-shell-fork', null, { maxAttempts: 1 }),
+          client.submit('hostile-shell-disk', null, { maxAttempts: 1 }),
           client.submit('hostile-shell-overrun', null, { maxAttempts: 1 }),
         ]);
         const outcomes = await Promise.all([...limited, ...limitedShell].map(async ({ id }) => settled(client, id)));
-        [...LIMIT_ROWS, `${LIMIT_ROWS[0]}${SHELL}`, `${LIMIT_ROWS[2]}${SHELL}`].forEach((row, index) => {
+        [...LIMIT_ROWS, `${LIMIT_ROWS[0]}${SHELL}`, `${LIMIT_ROWS[2]}${SHELL}`, `${LIMIT_ROWS[3]}${SHELL}`].forEach((row, index) => {
           const outcome = outcomes[index]!;
           record(row, mode.label, outcome.ok ? `**got it** (${JSON.stringify(outcome.data)})` : `failed: job ended ${outcome.error}`);
         });
         assert.deepEqual(
           outcomes.map((outcome) => outcome.error),
-          ['permanent resource_limit', 'permanent resource_limit', 'transient timeout', 'permanent resource_limit', 'transient timeout'],
+          [
+            'permanent resource_limit',
+            'permanent resource_limit',
+            'permanent resource_limit',
+            'transient timeout',
+            'permanent resource_limit',
+            'permanent resource_limit',
+            'transient timeout',
+          ],
           'every limit ends its job, in every mode, Node or shell',
         );
 

@@ -1,5 +1,5 @@
 import type { SerializedError } from '../core/errors.js';
-import type { JobResult, ResultMessage } from '../wire/jobs.js';
+import type { JobLimits, JobResult, ResultMessage } from '../wire/jobs.js';
 import type { AttemptOutcome, FailureReason, JobState, Transition } from './states.js';
 
 /**
@@ -174,6 +174,8 @@ export interface Job {
   maxAttempts: number;
   /** How long one run may take (the worker ends it as `timeout` past it); null: the job type's or the worker's default. */
   timeoutSeconds: number | null;
+  /** Resource limits of one run, as submitted (the worker enforces the lower of these and the job type's); null: the type's. */
+  limits: JobLimits | null;
   notBefore: number;
   leaseToken: string | null;
   leaseHolder: string | null;
@@ -212,6 +214,8 @@ export interface SubmitParams {
   maxAttempts?: number;
   /** How long one run may take, in whole seconds; absent: the job type's or the worker's default. */
   timeoutSeconds?: number;
+  /** Resource limits of one run; they can only lower the job type's own. */
+  limits?: JobLimits;
 }
 
 export interface SubmitResult {

@@ -117,6 +117,7 @@ export class ControlHandler {
       input: result.job.input,
       requires: result.job.requires,
       ...(result.job.timeoutSeconds === null ? {} : { timeoutSeconds: result.job.timeoutSeconds }),
+      ...(result.job.limits === null ? {} : { limits: result.job.limits }),
       ...(this.uploads ? { store: 'presigned' as const } : {}),
     };
   }

@@ -84,7 +84,7 @@ function parse(delivery: Delivery, tenantSource: SubmitTenantSource): SubmitPara
   if (!delivery.messageId) return 'the message id must be set: it is the idempotency key that makes redelivery safe';
   const submission = readQueuedSubmission(delivery.body);
   if (typeof submission === 'string') return submission;
-  const { tenant, type, input, requires, maxAttempts, timeoutSeconds } = submission;
+  const { tenant, type, input, requires, maxAttempts, timeoutSeconds, limits } = submission;
   if (owner && owner.tenant !== tenant) {
     return `the body claims tenant ${JSON.stringify(tenant)}, but the broker user ${JSON.stringify(delivery.userId)} submits for tenant ${JSON.stringify(owner.tenant)}`;
   }
@@ -96,5 +96,6 @@ function parse(delivery: Delivery, tenantSource: SubmitTenantSource): SubmitPara
     ...(requires === undefined ? {} : { requires }),
     ...(maxAttempts === undefined ? {} : { maxAttempts }),
     ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
+    ...(limits === undefined ? {} : { limits }),
   };
 }

@@ -4,6 +4,7 @@
  * shape, then the tenant and the input.
  */
 import { Ajv } from 'ajv';
+import type { JobLimits } from '../wire/jobs.js';
 import { bodyTooLarge, describeSchemaErrors, inputProblem, jsonTextProblem, submissionLimits, submissionProperties, tenantNameProblem } from './rules.js';
 
 /** A body on the submit queue: the HTTP body plus the tenant. */
@@ -21,6 +22,7 @@ export interface QueuedSubmission {
   requires?: string[];
   maxAttempts?: number;
   timeoutSeconds?: number;
+  limits?: JobLimits;
 }
 
 // Like the HTTP API's body validation (src/api/validation.ts): no coercion, unknown

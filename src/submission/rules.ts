@@ -40,6 +40,10 @@ export const submissionLimits = {
   timeoutSeconds: 7 * 24 * 3600,
   requires: 64,
   idempotencyKeyLength: 255,
+  /** The least a job process needs to start; a job type's limits are held to the same. */
+  limitMinimums: { memoryMb: 64, processes: 16 },
+  /** 1 TiB and a million processes: a larger number is a mistake, not a limit. */
+  limitMaximums: { memoryMb: 1024 * 1024, processes: 1_000_000 },
 } as const;
 
 /** Why `name` cannot be a tenant name, or undefined when it can. */
@@ -84,6 +88,27 @@ export const submissionProperties = {
     maximum: submissionLimits.timeoutSeconds,
     description:
       "how long one run may take: past it the job gets its abort signal, then SIGKILL, and the attempt fails Transient timeout (default: the job type's, else the worker's --job-timeout)",
+  },
+  limits: {
+    type: 'object',
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      memoryMb: {
+        type: 'integer',
+        minimum: submissionLimits.limitMinimums.memoryMb,
+        maximum: submissionLimits.limitMaximums.memoryMb,
+        description: 'memory of all the run’s processes together, in MiB',
+      },
+      processes: {
+        type: 'integer',
+        minimum: submissionLimits.limitMinimums.processes,
+        maximum: submissionLimits.limitMaximums.processes,
+        description: 'processes and threads the run may have at once',
+      },
+    },
+    description:
+      "resource limits of one run; a run past one ends Permanent resource_limit. They can only lower the job type's own limits: the worker enforces the lower of each (default: the type's)",
   },
 } as const;
 

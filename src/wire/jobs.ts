@@ -51,6 +51,16 @@ export interface AttemptView {
  * (lease token, lease holder, the due time of the next attempt), and so does the input:
  * it can be large, and the caller sent it.
  */
+/**
+ * Resource limits of one run (issue 13): memory of all its processes together, and how
+ * many processes and threads it may have at once. A submission may only lower what its
+ * job type declares: the worker enforces the lower of the two.
+ */
+export interface JobLimits {
+  memoryMb?: number;
+  processes?: number;
+}
+
 export interface JobSummary {
   id: string;
   type: string;
@@ -61,6 +71,8 @@ export interface JobSummary {
   maxAttempts: number;
   /** How long one run may take, as submitted; null: the job type's or the worker's default. */
   timeoutSeconds: number | null;
+  /** Resource limits of one run, as submitted (a job type's own limits still hold where they are lower); null: the type's. */
+  limits: JobLimits | null;
   requires: string[];
   idempotencyKey: string | null;
   /** A cancel was asked for while the job ran; its worker stops it at its next heartbeat. */
@@ -167,6 +179,11 @@ const summaryProperties = {
   attempt: { type: 'integer', description: 'the current (or last) attempt, from 1' },
   maxAttempts: { type: 'integer' },
   timeoutSeconds: { type: ['integer', 'null'], description: "how long one run may take, as submitted; null: the job type's or the worker's default" },
+  limits: {
+    type: ['object', 'null'],
+    properties: { memoryMb: { type: 'integer' }, processes: { type: 'integer' } },
+    description: "resource limits of one run, as submitted (the job type's own limits hold where lower); null: the type's",
+  },
   requires: { type: 'array', items: { type: 'string' } },
   idempotencyKey: { type: ['string', 'null'] },
   cancelRequested: { type: 'boolean' },

@@ -33,6 +33,8 @@ export interface AttemptContext {
   runner: JobRunner;
   outputStore: OutputStore;
   scratchRoot: string;
+  /** The scratch reserve of a job whose type declares none (the job may add no more to its scratch folder). */
+  defaultOutputReserveBytes: number;
   /** How inputs named by URL are fetched before the run. */
   inputFetching: InputFetching;
   events: WorkerEvents;
@@ -81,7 +83,7 @@ export class Attempt {
   }
 
   /** Runs the job and deals with its outcome; resolves once the attempt is over and its scratch removed. Never rejects. */
-  async run(input: unknown, timeoutSeconds?: number): Promise<void> {
+  async run(input: unknown, { timeoutSeconds, limits }: Pick<RunTask, 'timeoutSeconds' | 'limits'> = {}): Promise<void> {
     const { lease, context } = this;
     let scratchDir: string | undefined;
     try {
@@ -96,7 +98,9 @@ export class Attempt {
               type: this.type.name,
               input: fetched.input,
               scratchDir,
+              scratchReserveBytes: this.type.outputReserveBytes ?? context.defaultOutputReserveBytes,
               ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
+              ...(limits === undefined ? {} : { limits }),
             },
             { onProgress: (fraction, message) => this.onProgress(fraction, message), signal: lease.abort.signal },
           )

@@ -150,6 +150,7 @@ export class Worker {
       runner: options.runner,
       outputStore: options.outputStore,
       scratchRoot: options.scratchRoot,
+      defaultOutputReserveBytes: options.defaultOutputReserveBytes ?? defaultOutputReserveBytes,
       inputFetching: { ...defaultInputFetching, ...options.inputFetching },
       events: this.events,
       logger: options.logger,
@@ -227,7 +228,7 @@ export class Worker {
     this.running.set(work.jobId, attempt);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
     this.heartbeatAfterGrant();
-    void attempt.run(reply.input, reply.timeoutSeconds).finally(() => {
+    void attempt.run(reply.input, { timeoutSeconds: reply.timeoutSeconds, limits: reply.limits }).finally(() => {
       if (this.running.size === 0) this.idle?.();
       release();
     });

@@ -48,6 +48,7 @@ function job(overrides: Partial<Job> = {}): Job {
     attempt: 2,
     maxAttempts: 3,
     timeoutSeconds: null,
+    limits: null,
     notBefore: 1000,
     leaseToken: null,
     leaseHolder: 'wB',

@@ -126,6 +126,7 @@ export function check(history: readonly HistoryEvent[]): CheckReport {
     attemptsBounded(ctx),
     permanentOnce(ctx),
     transientRetried(ctx),
+    scratchReserve(ctx),
     fatalStops(ctx),
     ackEarly(ctx),
     sweepPrompt(ctx),
@@ -1064,6 +1065,27 @@ function transientRetried(ctx: Context): InvariantResult {
       });
   }
   return result('transient-retried', 'G5', title, checked, violations);
+}
+
+function scratchReserve(ctx: Context): InvariantResult {
+  const title = 'a job that writes past its scratch reserve never finishes: each attempt that ends by itself fails Permanent resource_limit';
+  if (!ctx.hasLedger) return noLedger('scratch-reserve', 'G5', title);
+  const violations: Violation[] = [];
+  let checked = 0;
+  for (const { job, attempts } of ctx.ledger.values()) {
+    if (ctx.keyInfoOf(job)?.input.behaviour !== 'over-reserve') continue;
+    checked++;
+    const problems: string[] = [];
+    if (job.state === 'finished') problems.push('finished, though it writes past its reserve');
+    for (const a of attempts) {
+      if (a.error === null || takenAway(a.outcome)) continue;
+      if (a.error.class !== 'permanent' || a.error.code !== 'resource_limit') {
+        problems.push(`attempt ${a.attempt} ended ${a.error.class} ${a.error.code}, not permanent resource_limit`);
+      }
+    }
+    if (problems.length > 0) violations.push({ jobId: job.id, message: `job ${job.id} (over-reserve): ${problems.join('; ')}`, events: ctx.eventsOf(job.id) });
+  }
+  return result('scratch-reserve', 'G5', title, checked, violations);
 }
 
 function fatalStops(ctx: Context): InvariantResult {

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { SubmitParams, SubmitResult } from '../../ledger/ledger.js';
+import type { JobLimits } from '../../wire/jobs.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import { idempotencyKeySchema, inputProblem, submissionProperties, tenantNameProblem } from '../../submission/rules.js';
 import { submittedBatchSchema, submittedJobSchema, type SubmittedBatch, type SubmittedJob } from '../../wire/jobs.js';
@@ -38,6 +39,7 @@ interface Submission {
   requires?: string[];
   maxAttempts?: number;
   timeoutSeconds?: number;
+  limits?: JobLimits;
   tenant?: string;
 }
 
@@ -68,11 +70,11 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       },
     },
     async (request, reply) => {
-      const { type, input, requires, maxAttempts, timeoutSeconds } = request.body;
+      const { type, input, requires, maxAttempts, timeoutSeconds, limits } = request.body;
       const tenant = submittingTenant(request.caller, request.body.tenant, 'body');
       refuseBreakingRules([[tenant, input, 'body/input']]);
       const idempotencyKey = request.headers['idempotency-key'];
-      const result = await orchestrator.submit({ tenant, type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey });
+      const result = await orchestrator.submit({ tenant, type, input, requires, maxAttempts, timeoutSeconds, limits, idempotencyKey });
       return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(submitted(result));
     },
   );
@@ -98,13 +100,14 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
     async (request, reply) => {
       const tenants = request.body.jobs.map((job, index) => submittingTenant(request.caller, job.tenant, `body/jobs/${index}`));
       refuseBreakingRules(request.body.jobs.map((job, index) => [tenants[index]!, job.input, `body/jobs/${index}/input`]));
-      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, timeoutSeconds, idempotencyKey }, index) => ({
+      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, timeoutSeconds, limits, idempotencyKey }, index) => ({
         tenant: tenants[index]!,
         type,
         input,
         requires,
         maxAttempts,
         timeoutSeconds,
+        limits,
         idempotencyKey,
       }));
       const results = await orchestrator.submitMany(params);

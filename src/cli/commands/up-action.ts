@@ -1,4 +1,5 @@
 import { join, relative } from 'node:path';
+import { LimitEnforcement } from '../../worker/runner/limit-enforcement.js';
 import { createLogger } from '../../core/logger.js';
 import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
@@ -86,6 +87,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
       `  outputs   ${objectStore ? objectStore.describe() : join(dataDir, 'outputs')}`,
       `  workers   ${flags.workers} × ${flags.slots} slots, restarted when they exit`,
       `  sandbox   ${describeSandbox(flags)}`,
+      `  limits    ${new LimitEnforcement({ jobUser: sandbox.jobUser !== undefined }).describe()}`,
       `  key       ${stack.key}   (tenant "${localTenant}", saved in ${join(dataDir, localKeyFile)})`,
       '',
       `Try:  npx planrun submit transcode --input '{}' --wait`,

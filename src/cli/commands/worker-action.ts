@@ -90,7 +90,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
   process.on('SIGINT', onSignal);
   await worker.start();
   // The id lets supervisors and tests match this process to its heartbeats and leases.
-  logger.info({ worker: worker.id, pid: process.pid }, 'worker ready');
+  logger.info({ worker: worker.id, pid: process.pid, limits: runner.describeLimits() }, 'worker ready');
 }
 
 /** The declared capabilities, plus `ffmpeg` when an FFmpeg binary is found here. */

@@ -20,6 +20,7 @@ const running: Job = {
   attempt: 1,
   maxAttempts: 3,
   timeoutSeconds: null,
+  limits: null,
   notBefore: now - 10,
   leaseToken: 'tok',
   leaseHolder: 'w',

@@ -19,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 
 import { LedgerError, LedgerErrorCode } from '../errors.js';
+import type { JobLimits } from '../../wire/jobs.js';
 import type { Job, SubmitParams, SubmitResult } from '../ledger.js';
 import { validateSubmission, type ValidSubmission } from '../shared/input-validation.js';
 import { enqueueWork } from './outbox.js';
@@ -67,6 +68,7 @@ function sameJob(existing: Job, valid: ValidSubmission, maxAttemptsGiven: boolea
     !isDeepStrictEqual(existing.requires, JSON.parse(valid.requires)) && 'requires',
     maxAttemptsGiven && existing.maxAttempts !== valid.maxAttempts && 'maxAttempts',
     existing.timeoutSeconds !== valid.timeoutSeconds && 'timeoutSeconds',
+    !isDeepStrictEqual(existing.limits, valid.limits === null ? null : JSON.parse(valid.limits)) && 'limits',
   ].filter((field): field is string => field !== false);
   if (differences.length > 0) {
     throw new LedgerError(
@@ -90,6 +92,7 @@ function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
     attempt: 1,
     maxAttempts: valid.maxAttempts,
     timeoutSeconds: valid.timeoutSeconds,
+    limits: valid.limits === null ? null : (JSON.parse(valid.limits) as JobLimits),
     notBefore: now,
     leaseToken: null,
     leaseHolder: null,

@@ -213,6 +213,15 @@ export const migrations: readonly Migration[] = [
     `,
   },
   {
+    version: 8,
+    name: 'resource limits per job',
+    sql: `
+      -- limits of a submission (issue 13): { memoryMb?, processes? } of one run, as JSON; NULL
+      -- leaves them to the job type's. The worker enforces the lower of these and the type's.
+      ALTER TABLE jobs ADD COLUMN limits jsonb;
+    `,
+  },
+  {
     version: 9,
     name: 'API keys in the ledger',
     sql: `

@@ -6,6 +6,7 @@
 import type { SerializedError } from '../../core/errors.js';
 import type { AttemptRecord, FleetRecord, Job, JobResult, OutboxKind, OutboxMessage } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
+import type { JobLimits } from '../../wire/jobs.js';
 
 export interface JobRow {
   seq: number;
@@ -19,6 +20,7 @@ export interface JobRow {
   attempt: number;
   max_attempts: number;
   timeout_seconds: number | null;
+  limits: JobLimits | null;
   not_before: number;
   redispatch_at: number | null;
   lease_token: string | null;
@@ -64,6 +66,7 @@ export function toJob(row: JobRow): Job {
     attempt: row.attempt,
     maxAttempts: row.max_attempts,
     timeoutSeconds: row.timeout_seconds,
+    limits: row.limits,
     notBefore: row.not_before,
     leaseToken: row.lease_token,
     leaseHolder: row.lease_holder,

@@ -32,8 +32,8 @@ const lockKeys = `SELECT pg_advisory_xact_lock($1, h)
   FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k) AS keys ORDER BY h`;
 const SUBMIT_LOCK_CLASS = 0x706c_6b79; // 'plky'
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
-    not_before, redispatch_at, created_at, updated_at, timeout_seconds)
-  VALUES ($1, $2, $3, $4, $5, $6, 'queued', 1, $7, $8, $9, $8, $8, $10)
+    not_before, redispatch_at, created_at, updated_at, timeout_seconds, limits)
+  VALUES ($1, $2, $3, $4, $5, $6, 'queued', 1, $7, $8, $9, $8, $8, $10, $11)
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
@@ -181,7 +181,19 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async insertJob({ id, submission: s, now, redispatchAt }: Params<'insertJob'>): Promise<boolean> {
     return (
-      (await this.ctx.run(insertJob, [id, s.tenant, s.type, s.input, s.requires, s.idempotencyKey, s.maxAttempts, now, redispatchAt, s.timeoutSeconds])) === 1
+      (await this.ctx.run(insertJob, [
+        id,
+        s.tenant,
+        s.type,
+        s.input,
+        s.requires,
+        s.idempotencyKey,
+        s.maxAttempts,
+        now,
+        redispatchAt,
+        s.timeoutSeconds,
+        s.limits,
+      ])) === 1
     );
   }
 

@@ -58,11 +58,13 @@ export interface ValidSubmission {
   idempotencyKey: string | null;
   maxAttempts: number;
   timeoutSeconds: number | null;
+  /** As JSON text, keys in a fixed order; null when not given. */
+  limits: string | null;
 }
 
 export function validateSubmission(params: SubmitParams, defaultMaxAttempts: number): ValidSubmission {
   if (typeof params !== 'object' || params === null) throw invalid('submission must be an object');
-  const { tenant, type, requires = [], idempotencyKey, maxAttempts = defaultMaxAttempts, timeoutSeconds } = params;
+  const { tenant, type, requires = [], idempotencyKey, maxAttempts = defaultMaxAttempts, timeoutSeconds, limits } = params;
   if (typeof tenant !== 'string' || tenant.length === 0) throw invalid('tenant must be a non-empty string');
   refuseNul('tenant', tenant);
   if (typeof type !== 'string' || type.length === 0) throw invalid('type must be a non-empty string');
@@ -78,6 +80,7 @@ export function validateSubmission(params: SubmitParams, defaultMaxAttempts: num
   if (timeoutSeconds !== undefined && (!Number.isSafeInteger(timeoutSeconds) || timeoutSeconds < 1)) {
     throw invalid('timeoutSeconds must be a whole number of seconds of at least 1 when given');
   }
+  if (limits !== undefined) refuseBadLimits(limits);
   let input: string | undefined;
   try {
     input = JSON.stringify(params.input ?? null);
@@ -93,7 +96,18 @@ export function validateSubmission(params: SubmitParams, defaultMaxAttempts: num
     idempotencyKey: idempotencyKey ?? null,
     maxAttempts,
     timeoutSeconds: timeoutSeconds ?? null,
+    limits: limits === undefined ? null : JSON.stringify({ memoryMb: limits.memoryMb, processes: limits.processes }),
   };
+}
+
+function refuseBadLimits(limits: unknown): void {
+  if (typeof limits !== 'object' || limits === null || Array.isArray(limits)) throw invalid('limits must be an object { memoryMb?, processes? } when given');
+  const entries = Object.entries(limits);
+  if (entries.length === 0) throw invalid('limits must name at least one of memoryMb, processes');
+  for (const [name, value] of entries) {
+    if (name !== 'memoryMb' && name !== 'processes') throw invalid(`limits has unknown property ${JSON.stringify(name)} (it has memoryMb, processes)`);
+    if (!Number.isSafeInteger(value) || (value as number) < 1) throw invalid(`limits.${name} must be a whole number of at least 1`);
+  }
 }
 
 /** The id a worker asks for a lease under (kept as the lease holder and in the history). */

@@ -1,6 +1,7 @@
 import type { SerializedError } from '../../core/errors.js';
 import type { AttemptRecord, FleetRecord, Job, JobResult, OutboxKind, OutboxMessage } from '../ledger.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
+import type { JobLimits } from '../../wire/jobs.js';
 
 /** A row of `jobs` as SQLite returns it. */
 export interface JobRow {
@@ -15,6 +16,7 @@ export interface JobRow {
   attempt: number;
   max_attempts: number;
   timeout_seconds: number | null;
+  limits: string | null;
   not_before: number;
   redispatch_at: number | null;
   lease_token: string | null;
@@ -58,6 +60,7 @@ export function toJob(row: JobRow): Job {
     attempt: row.attempt,
     maxAttempts: row.max_attempts,
     timeoutSeconds: row.timeout_seconds,
+    limits: row.limits === null ? null : (JSON.parse(row.limits) as JobLimits),
     notBefore: row.not_before,
     leaseToken: row.lease_token,
     leaseHolder: row.lease_holder,

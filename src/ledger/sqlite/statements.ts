@@ -14,9 +14,9 @@ import { type AttemptRow, type FleetRow, type JobRow, type OutboxRow, selectJobB
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
-    timeout_seconds, not_before, redispatch_at, created_at, updated_at)
+    timeout_seconds, limits, not_before, redispatch_at, created_at, updated_at)
   VALUES (@id, @tenant, @type, @input, @requires, @idempotencyKey, 'queued', 1, @maxAttempts,
-    @timeoutSeconds, @now, @redispatchAt, @now, @now)
+    @timeoutSeconds, @limits, @now, @redispatchAt, @now, @now)
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = @token, lease_holder = @worker, lease_proof = @proof,

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { isValidName, NAME_RULE } from '../../submission/rules.js';
+import { isValidName, NAME_RULE, submissionLimits } from '../../submission/rules.js';
 import { envNameProblem } from './job-env.js';
 import { describeValue } from './json-value.js';
 
@@ -365,7 +365,8 @@ function sandboxProblems(jobType: Record<string, unknown>): string[] {
   return problems;
 }
 
-const LIMIT_MINIMUMS: Record<string, number> = { memoryMb: 64, processes: 16 };
+// The same minimums a submission's limits are held to.
+const LIMIT_MINIMUMS: Record<string, number> = submissionLimits.limitMinimums;
 
 function limitsProblems(limits: unknown): string[] {
   if (typeof limits !== 'object' || limits === null || Array.isArray(limits)) return [`limits is ${describeValue(limits)}, not { memoryMb?, processes? }`];

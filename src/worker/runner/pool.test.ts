@@ -299,6 +299,44 @@ describe('ProcessPool when a job process dies', () => {
   });
 });
 
+describe('ProcessPool and the scratch reserve', () => {
+  const MiB = 1024 * 1024;
+  let pool: ProcessPool;
+  before(async () => {
+    pool = newPool();
+    await pool.ready();
+  });
+  after(() => pool.close());
+
+  async function runFiller(input: { mb: number; hang?: boolean }, reserveBytes: number, before?: (scratchDir: string) => Promise<void>) {
+    const runTask = { ...(await task('fill-scratch', input)), scratchReserveBytes: reserveBytes };
+    await before?.(runTask.scratchDir);
+    return pool.run(runTask, { onProgress: () => {} });
+  }
+
+  test('a job that writes past its reserve and keeps running is stopped: Permanent resource_limit, and its process replaced', async () => {
+    const pid = await pidOfNextJob(pool);
+    const outcome = await runFiller({ mb: 8, hang: true }, MiB);
+    assertFailed(outcome, 'permanent', 'resource_limit', /wrote \d+ bytes into its scratch folder, over its reserve of 1048576 bytes/);
+    assert.ok(await waitUntilDead(pid, 10_000), 'the process that ran it is gone');
+    assert.notEqual(await pidOfNextJob(pool), pid, 'a fresh process runs the next job');
+  });
+
+  test('a job that returns after writing past its reserve fails all the same', async () => {
+    assertFailed(await runFiller({ mb: 3 }, MiB), 'permanent', 'resource_limit', /over its reserve of 1048576 bytes/);
+  });
+
+  test('what the worker put in the scratch folder before the run (its inputs) does not count against the reserve', async () => {
+    const outcome = await runFiller({ mb: 1 }, MiB, (scratchDir) => writeFile(path.join(scratchDir, 'input.bin'), Buffer.alloc(4 * MiB)));
+    assert.ok(outcome.ok, JSON.stringify(outcome));
+  });
+
+  test('without a reserve in the task the scratch folder is not watched', async () => {
+    const { outcome } = await runJob(pool, 'fill-scratch', { mb: 3 });
+    assert.ok(outcome.ok, JSON.stringify(outcome));
+  });
+});
+
 describe('ProcessPool aborting jobs', () => {
   let pool: ProcessPool;
   before(async () => {

@@ -10,14 +10,16 @@ import { CommandProcess } from './command-process.js';
 import { resolveCommandPrograms } from './command-program.js';
 import { envNameProblem, jobEnvironment } from './job-env.js';
 import { isCommandJobType, loadJobTypeRegistry, toModuleUrl, type CommandJobType, type JobType } from './job-type.js';
-import { JobCgroup, ownCgroupDir, type CgroupLimits } from './job-cgroup.js';
+import { JobCgroup, type CgroupLimits } from './job-cgroup.js';
+import { LimitEnforcement } from './limit-enforcement.js';
 import { CHILD_ENTRY, JobProcess, type RunDeadline, type RunHooks } from './job-process.js';
 import { findJsonProblem } from './json-value.js';
 import type { RunnerLogger } from './logger.js';
 import { findInvalidOutput } from './outputs.js';
 import type { RunTask } from './protocol.js';
 import { failed, type RunOutcome } from './run-outcome.js';
-import { checkSandbox, isSystemPath, moduleReadablePaths, wrapCommand, type SandboxPolicy } from './sandbox.js';
+import { ScratchQuota } from './scratch-usage.js';
+import { checkSandbox, isSystemPath, moduleReadablePaths, wrapCommand, type ProcessLimits, type SandboxPolicy } from './sandbox.js';
 
 export type { RunHooks } from './job-process.js';
 export type { RunTask } from './protocol.js';
@@ -50,6 +52,11 @@ export interface ProcessPoolOptions {
    * too, so a job user that cannot reach it is known before any job (default: the system's temp).
    */
   scratchRoot?: string;
+  /**
+   * `rlimit`: hold job limits with setrlimit even where this machine has cgroups for them
+   * (default: a cgroup where there is one, else setrlimit; see limit-enforcement.ts).
+   */
+  limitsBy?: 'auto' | 'rlimit';
 }
 
 const execFileAsync = promisify(execFile);
@@ -99,15 +106,22 @@ export class ProcessPool {
   /** The argv each command job type runs, its program found (see command-program.ts). */
   private commands: Promise<Map<string, string[]>> | undefined;
   private readonly settings: Settings;
+  private readonly enforcement: LimitEnforcement;
 
   constructor(options: ProcessPoolOptions) {
     this.settings = validateOptions(options);
     checkSandbox(this.settings.sandbox);
+    this.enforcement = new LimitEnforcement({ jobUser: this.settings.sandbox.jobUser !== undefined, rlimitOnly: this.settings.limitsBy === 'rlimit' });
     if (!this.processPerJob) for (let slot = 0; slot < this.settings.size; slot++) this.startProcess();
   }
 
   get size(): number {
     return this.settings.size;
+  }
+
+  /** What holds each kind of job limit in this pool, for the worker's log. */
+  describeLimits(): string {
+    return this.enforcement.describe();
   }
 
   /** A sandbox is built around one job's scratch folder, and another user's process must not keep one job's secrets for the next. */
@@ -122,7 +136,7 @@ export class ProcessPool {
    */
   async ready(): Promise<void> {
     const jobTypes = await this.loadJobTypes();
-    checkLimitsEnforceable([...jobTypes.values()]);
+    this.checkLimitsEnforceable([...jobTypes.values()]);
     await this.loadCommands();
     if (this.processPerJob) {
       await this.tryOwnProcess();
@@ -143,21 +157,27 @@ export class ProcessPool {
     }
     if (hooks.signal?.aborted) return failed(new TransientError('aborted', 'the job was aborted before it started').toJSON());
 
-    const settings = await this.jobSettings(task);
+    let settings: JobSettings;
+    try {
+      settings = await this.jobSettings(task);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return failed(new TransientError('child_start_failed', `the job could not be set up: ${reason}`).toJSON());
+    }
     const outcome =
       settings.jobType !== undefined && isCommandJobType(settings.jobType)
         ? await this.runCommand(task, hooks, settings, settings.jobType)
-        : this.processPerJob || hasLimits(settings.jobType)
+        : this.processPerJob || settings.limits !== undefined
           ? await this.runInOwnProcess(task, hooks, settings)
           : await this.runInPooledProcess(task, hooks, settings);
     return outcome.ok ? this.checkOutputs(task, outcome) : outcome;
   }
 
-  private async runInPooledProcess(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings): Promise<RunOutcome> {
+  private async runInPooledProcess(task: RunTask, hooks: RunHooks, { env, deadline, watches }: JobSettings): Promise<RunOutcome> {
     const jobProcess = this.takeIdleProcess();
     if (jobProcess === undefined) throw this.allBusy(task);
     try {
-      return await jobProcess.run(task, env, hooks, deadline);
+      return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), watches);
     } finally {
       // Whatever happened to the run, the slot comes back: a usable process is idle again,
       // a gone one has been replaced.
@@ -166,9 +186,9 @@ export class ProcessPool {
   }
 
   /** A process of its own, in the sandbox if there is one, in a cgroup of its own if its type declares limits. */
-  private runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType }: JobSettings): Promise<RunOutcome> {
-    return this.withOwnProcessSlot(task, jobType, async (cgroup) => {
-      const jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true });
+  private runInOwnProcess(task: RunTask, hooks: RunHooks, { env, deadline, jobType, watches, limits }: JobSettings): Promise<RunOutcome> {
+    return this.withOwnProcessSlot(task, limits, async (cgroup, rlimits) => {
+      const jobProcess = this.startProcess({ scratchDir: task.scratchDir, env, network: jobType?.network === true, rlimits });
       try {
         await jobProcess.started;
         const startFailure = jobProcess.startFailure;
@@ -177,7 +197,7 @@ export class ProcessPool {
           return failed(new TransientError('pool_closed', 'the worker closed its job processes before the job started').toJSON());
         }
         await cgroup?.add(jobProcess.pid);
-        return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), cgroup);
+        return await this.runLimited(jobProcess, () => jobProcess.run(task, env, hooks, deadline), [...cgroupWatch(cgroup), ...watches]);
       } finally {
         jobProcess.retire();
       }
@@ -188,8 +208,8 @@ export class ProcessPool {
    * A command job type's program, in a process of its own, wrapped by the same sandbox
    * policy as a Node job process, in a cgroup of its own if its type declares limits.
    */
-  private runCommand(task: RunTask, hooks: RunHooks, { env, deadline }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
-    return this.withOwnProcessSlot(task, jobType, async (cgroup) => {
+  private runCommand(task: RunTask, hooks: RunHooks, { env, deadline, watches, limits }: JobSettings, jobType: CommandJobType): Promise<RunOutcome> {
+    return this.withOwnProcessSlot(task, limits, async (cgroup, rlimits) => {
       const argv = (await this.loadCommands()).get(jobType.name);
       if (argv === undefined) throw new Error(`job type "${jobType.name}" has no resolved command`);
       // Checked here, as a sandbox would start and only then fail to find it.
@@ -201,6 +221,7 @@ export class ProcessPool {
         readable: [argv[0]!, ...this.jobModuleFolders()],
         env,
         network: jobType.network === true,
+        ...(rlimits ? { limits: rlimits } : {}),
       });
       const { progressThrottleMs, abortGraceMs, logger, sandbox } = this.settings;
       const command = new CommandProcess({
@@ -214,7 +235,7 @@ export class ProcessPool {
         signalInside: sandbox.kind === 'bwrap',
         ...(cgroup ? { onSpawn: (pid: number) => cgroup.add(pid) } : {}),
       });
-      return this.runLimited(command, () => command.run(), cgroup);
+      return this.runLimited(command, () => command.run(), [...cgroupWatch(cgroup), ...watches]);
     });
   }
 
@@ -225,16 +246,17 @@ export class ProcessPool {
    */
   private async withOwnProcessSlot(
     task: RunTask,
-    jobType: JobType | undefined,
-    run: (cgroup: JobCgroup | undefined) => Promise<RunOutcome>,
+    limits: CgroupLimits | undefined,
+    run: (cgroup: JobCgroup | undefined, rlimits: ProcessLimits | undefined) => Promise<RunOutcome>,
   ): Promise<RunOutcome> {
     if (this.ownProcessRuns >= this.size) throw this.allBusy(task);
     this.ownProcessRuns += 1;
     let cgroup: JobCgroup | undefined;
     try {
-      if (hasLimits(jobType)) cgroup = await JobCgroup.create(jobType.limits);
+      const plan = limits === undefined ? {} : this.enforcement.plan(limits);
+      if (plan.cgroup !== undefined) cgroup = await JobCgroup.create(plan.cgroup);
       await this.handScratchToJobUser(task.scratchDir);
-      return await run(cgroup);
+      return await run(cgroup, plan.rlimits);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       return failed(new TransientError('child_start_failed', `the job's process could not be set up: ${reason}`).toJSON());
@@ -244,15 +266,37 @@ export class ProcessPool {
     }
   }
 
-  /** Runs a watched process; a run that hit its cgroup's limit ends Permanent resource_limit, whatever it answered. */
-  private async runLimited(
-    running: { kill(reason: SerializedError): void },
-    run: () => Promise<RunOutcome>,
-    cgroup: JobCgroup | undefined,
-  ): Promise<RunOutcome> {
-    const outcome = await this.runWatched(running, run, cgroup);
-    const exceeded = await cgroup?.exceeded();
-    return exceeded === undefined ? outcome : failed(resourceLimit(exceeded));
+  /**
+   * Runs a watched process: one that hits a limit (its cgroup's, its scratch reserve) is
+   * killed as soon as a watch sees it, and a run that hit one ends Permanent
+   * resource_limit, whatever it answered.
+   */
+  private async runLimited(running: { kill(reason: SerializedError): void }, run: () => Promise<RunOutcome>, watches: LimitWatch[]): Promise<RunOutcome> {
+    const timers = watches.map((watch) => {
+      let checking = false;
+      return setInterval(() => {
+        // A slow walk of a big scratch folder must not pile up behind itself.
+        if (checking) return;
+        checking = true;
+        void watch.limit
+          .exceeded()
+          .then((exceeded) => {
+            if (exceeded !== undefined) running.kill(resourceLimit(exceeded));
+          })
+          .finally(() => (checking = false));
+      }, watch.everyMs);
+    });
+    let outcome: RunOutcome;
+    try {
+      outcome = await run();
+    } finally {
+      for (const timer of timers) clearInterval(timer);
+    }
+    for (const watch of watches) {
+      const exceeded = await watch.limit.exceeded();
+      if (exceeded !== undefined) return failed(resourceLimit(exceeded));
+    }
+    return outcome;
   }
 
   /** The folders of the job-types modules and files: a command's scripts sit there. */
@@ -261,25 +305,6 @@ export class ProcessPool {
       .map(toModuleUrl)
       .flatMap(moduleFiles)
       .map((file) => path.dirname(file));
-  }
-
-  /** Runs the job; one that hits a limit of its cgroup is killed as soon as that is seen. */
-  private async runWatched(
-    running: { kill(reason: SerializedError): void },
-    run: () => Promise<RunOutcome>,
-    cgroup: JobCgroup | undefined,
-  ): Promise<RunOutcome> {
-    if (cgroup === undefined) return run();
-    const watch = setInterval(() => {
-      void cgroup.exceeded().then((exceeded) => {
-        if (exceeded !== undefined) running.kill(resourceLimit(exceeded));
-      });
-    }, LIMIT_WATCH_MS);
-    try {
-      return await run();
-    } finally {
-      clearInterval(watch);
-    }
   }
 
   private allBusy(task: RunTask): Error {
@@ -320,16 +345,31 @@ export class ProcessPool {
   private async jobSettings(task: RunTask): Promise<JobSettings> {
     const jobType = (await this.loadJobTypes().catch(() => undefined))?.get(task.type);
     const env = jobEnvironment([...(jobType?.env ?? []), ...this.settings.jobEnv], task.scratchDir);
+    const watches: LimitWatch[] =
+      task.scratchReserveBytes === undefined ? [] : [{ limit: await ScratchQuota.start(task.scratchDir, task.scratchReserveBytes), everyMs: SCRATCH_WATCH_MS }];
     const timeoutMs =
       task.timeoutSeconds !== undefined
         ? task.timeoutSeconds * 1000
         : jobType?.timeoutSeconds !== undefined
           ? jobType.timeoutSeconds * 1000
           : this.settings.jobTimeoutMs;
-    if (timeoutMs === undefined) return { env, deadline: undefined, jobType };
+    const limits = lowerLimits(jobType?.limits, task.limits);
+    if (timeoutMs === undefined) return { env, deadline: undefined, jobType, watches, limits };
     const message = `the job ran past its timeout of ${timeoutMs / 1000} s`;
     const error = jobType?.timeoutClass === 'permanent' ? new PermanentError('timeout', message) : new TransientError('timeout', message);
-    return { env, deadline: { ms: timeoutMs, error: error.toJSON() }, jobType };
+    return { env, deadline: { ms: timeoutMs, error: error.toJSON() }, jobType, watches, limits };
+  }
+
+  /** A job type whose limits this machine cannot hold must not run here as if they were. */
+  private checkLimitsEnforceable(jobTypes: JobType[]): void {
+    for (const jobType of jobTypes) {
+      if (!hasLimits(jobType)) continue;
+      try {
+        this.enforcement.plan(jobType.limits);
+      } catch (error) {
+        throw new Error(`job type "${jobType.name}": ${(error as Error).message}`);
+      }
+    }
   }
 
   /** With a job user, the scratch folder becomes that user's: the only place its job may write. */
@@ -378,7 +418,7 @@ export class ProcessPool {
    * Starts a job process: a pooled one (no `own`) that takes any job, or one of its own for
    * the job whose scratch folder, environment and network `own` gives.
    */
-  private startProcess(own?: { scratchDir: string; env: Record<string, string>; network: boolean }): JobProcess {
+  private startProcess(own?: { scratchDir: string; env: Record<string, string>; network: boolean; rlimits?: ProcessLimits | undefined }): JobProcess {
     const { jobModules, progressThrottleMs, abortGraceMs, maxOldSpaceMb, logger, sandbox } = this.settings;
     const jobModuleUrls = jobModules.map(toModuleUrl);
     const nodeArgv = [
@@ -395,6 +435,7 @@ export class ProcessPool {
           readable: [process.execPath, PLANRUN_ROOT, ...moduleReadablePaths(CHILD_ENTRY), ...jobModuleUrls.flatMap(moduleFiles).flatMap(moduleReadablePaths)],
           env: own.env,
           network: own.network,
+          ...(own.rlimits ? { limits: own.rlimits } : {}),
         })
       : { file: nodeArgv[0]!, args: nodeArgv.slice(1), env: jobEnvironment(this.settings.jobEnv, home), cwd: home };
     const jobProcess = new JobProcess({
@@ -450,35 +491,43 @@ interface JobSettings {
   env: Record<string, string>;
   deadline: RunDeadline | undefined;
   jobType: JobType | undefined;
+  /** The lower of its type's and its submission's limits, each; undefined: none (no cgroup). */
+  limits: CgroupLimits | undefined;
+  /** The limits watched beside its cgroup's: its scratch reserve. */
+  watches: LimitWatch[];
+}
+
+/** A limit checked every `everyMs` while a job runs, and once more when it ends. */
+interface LimitWatch {
+  limit: { exceeded(): Promise<string | undefined> };
+  everyMs: number;
+}
+
+function cgroupWatch(cgroup: JobCgroup | undefined): LimitWatch[] {
+  return cgroup ? [{ limit: cgroup, everyMs: LIMIT_WATCH_MS }] : [];
 }
 
 // How often a job with limits is checked for having hit one (a fork bomb is stopped by the limit at once; this ends its job).
 const LIMIT_WATCH_MS = 100;
+// How often a job's scratch folder is measured against its reserve: a walk of the folder, so less often.
+const SCRATCH_WATCH_MS = 200;
 
 function hasLimits(jobType: JobType | undefined): jobType is JobType & { limits: CgroupLimits } {
   return jobType?.limits !== undefined && Object.values(jobType.limits).some((limit) => limit !== undefined);
 }
 
+/** Each limit the lower of the job type's and the submission's: a submission can tighten its type's limits, never loosen them. */
+function lowerLimits(ofType: CgroupLimits | undefined, ofSubmission: CgroupLimits | undefined): CgroupLimits | undefined {
+  const lower = (a: number | undefined, b: number | undefined) => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
+  const memoryMb = lower(ofType?.memoryMb, ofSubmission?.memoryMb);
+  const processes = lower(ofType?.processes, ofSubmission?.processes);
+  if (memoryMb === undefined && processes === undefined) return undefined;
+  return { ...(memoryMb === undefined ? {} : { memoryMb }), ...(processes === undefined ? {} : { processes }) };
+}
+
 function resourceLimit(exceeded: string): SerializedError {
   // The same job would hit the same limit on every attempt.
   return new PermanentError('resource_limit', `the job was stopped: ${exceeded}`).toJSON();
-}
-
-/** A job type whose limits this machine cannot enforce must not run here as if they were. */
-function checkLimitsEnforceable(jobTypes: JobType[]): void {
-  for (const jobType of jobTypes) {
-    if (!hasLimits(jobType)) continue;
-    for (const [limit, controller] of [
-      ['processes', 'pids'],
-      ['memoryMb', 'memory'],
-    ] as const) {
-      if (jobType.limits[limit] !== undefined && ownCgroupDir(controller) === undefined) {
-        throw new Error(
-          `job type "${jobType.name}" declares limits.${limit}, and this machine gives the worker no writable cgroup v1 "${controller}" hierarchy to enforce it (see docs/security.md)`,
-        );
-      }
-    }
-  }
 }
 
 /** A program found at start that is gone or no longer executable: the worker is set up wrong, so Fatal. */
@@ -513,6 +562,7 @@ function validateOptions(options: ProcessPoolOptions): Settings {
     jobEnv: options.jobEnv ?? [],
     jobTimeoutMs: options.jobTimeoutMs,
     scratchRoot: options.scratchRoot,
+    limitsBy: options.limitsBy ?? 'auto',
   };
   const problems: string[] = [];
   const { jobModules } = settings;

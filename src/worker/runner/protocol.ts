@@ -1,4 +1,5 @@
 /** The messages a pool and its child processes exchange over the IPC channel (JSON). */
+import type { JobLimits } from '../../wire/jobs.js';
 import type { RunOutcome } from './run-outcome.js';
 
 /** What a child is started with, as its one command-line argument. */
@@ -17,6 +18,13 @@ export interface RunTask {
   scratchDir: string;
   /** The submission's run timeout, when it set one; else the job type's, else the worker's. */
   timeoutSeconds?: number;
+  /**
+   * What the job may add to its scratch folder, in bytes: the reserve its worker admitted it
+   * with. The runner ends a job past it Permanent `resource_limit`; absent: not watched.
+   */
+  scratchReserveBytes?: number;
+  /** The submission's resource limits, when it set any: the runner enforces the lower of these and the job type's. */
+  limits?: JobLimits;
 }
 
 /** Parent to child. A child is reused, so `runId` tells one run's messages from the next's. */

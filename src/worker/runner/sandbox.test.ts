@@ -196,8 +196,56 @@ describe('refusals', () => {
     assert.deepEqual(writable, ['/tmp/s/job.1-a']);
     assert.deepEqual(closed.args.slice(-3), ['--', '/usr/bin/node', 'x.js']);
     assert.ok(!wrapCommand({ kind: 'bwrap' }, { ...command, network: true }).args.includes('--unshare-net'));
-    const limited = wrapCommand({ kind: 'none', jobUser: nobody }, { ...command, limits: { addressSpaceBytes: 1 << 30, processes: 50 } });
-    assert.deepEqual([limited.file, ...limited.args], ['/usr/bin/prlimit', `--as=${1 << 30}`, '--nproc=50', '--', '/usr/bin/node', 'x.js']);
+    const limited = wrapCommand({ kind: 'none', jobUser: nobody }, { ...command, limits: { dataBytes: 1 << 30, processes: 50 } });
+    assert.deepEqual([limited.file, ...limited.args], ['/usr/bin/prlimit', `--data=${1 << 30}`, '--nproc=50', '--', '/usr/bin/node', 'x.js']);
     assert.deepEqual([limited.uid, limited.gid], [nobody.uid, nobody.gid]);
+  });
+});
+
+describe('limits held by setrlimit where there is no cgroup for them (limitsBy: rlimit)', () => {
+  const nobodyUser = resolveJobUser('nobody');
+
+  test('ready() refuses a job type declaring a process limit when no job user makes RLIMIT_NPROC mean anything', async () => {
+    const pool = newPool(undefined, { limitsBy: 'rlimit' });
+    try {
+      await assert.rejects(pool.ready(), /job type "hostile-fork": limits\.processes cannot be enforced on this machine: .*RLIMIT_NPROC needs --job-user/);
+      assert.match(
+        pool.describeLimits(),
+        /^memory: RLIMIT_DATA per process \(prlimit\); processes: NOT enforceable here .*; scratch reserve watched every 200 ms$/,
+      );
+    } finally {
+      await pool.close();
+    }
+  });
+
+  describe('as a job user', () => {
+    const pool = newPool({ kind: 'none', jobUser: nobodyUser }, { limitsBy: 'rlimit' });
+    before(() => pool.ready());
+    after(() => pool.close());
+
+    test('the worker says which mechanism holds each limit', () => {
+      assert.equal(
+        pool.describeLimits(),
+        'memory: RLIMIT_DATA per process (prlimit); processes: RLIMIT_NPROC of the job user, all its jobs together (prlimit); scratch reserve watched every 200 ms',
+      );
+    });
+
+    test('a fork bomb is stopped by RLIMIT_NPROC: the fork fails inside the job', async () => {
+      // The job reports the refused fork or dies of it (Transient unclassified): either way, with EAGAIN.
+      const { outcome } = await run(pool, 'hostile-fork', { count: 200 });
+      assert.ok(!(outcome.ok && (outcome.result.data as { started: number }).started === 200), 'it started all 200 processes');
+      assert.match(JSON.stringify(outcome), /EAGAIN/);
+    });
+
+    test('a memory hog is stopped by RLIMIT_DATA: its allocation fails, and the job with it', async () => {
+      const { outcome } = await run(pool, 'hostile-memory', { mb: 256 });
+      assert.equal(outcome.ok, false, `it held 256 MB under a 128 MB limit: ${JSON.stringify(outcome)}`);
+    });
+
+    test('a submission’s memory limit is held the same way', async () => {
+      const { outcome } = await run(pool, 'hostile-memory', { mb: 64 }, { limits: { memoryMb: 64 } });
+      assert.equal(outcome.ok, false, `it held 64 MB beside Node under a 64 MB limit: ${JSON.stringify(outcome)}`);
+      assert.ok(dataOf((await run(pool, 'hostile-memory', { mb: 32 })).outcome), 'within the type’s 128 MB it finishes');
+    });
   });
 });

@@ -31,11 +31,18 @@ export interface SandboxPolicy {
   hiddenPaths?: string[];
 }
 
-/** Limits the kernel enforces on the job's processes (RLIMIT_AS, RLIMIT_NPROC). */
+/**
+ * Limits the kernel enforces on each process of the job (setrlimit, through prlimit), where
+ * the job gets no cgroup for them (see pool.ts): RLIMIT_DATA and RLIMIT_NPROC.
+ */
 export interface ProcessLimits {
-  /** Address space of each process; not for Node, whose heap reservations outgrow any useful value. */
-  addressSpaceBytes?: number;
-  /** Processes (and threads) of the job's user; enforced only for a user other than root. */
+  /**
+   * Memory each process may make writable (heap, private mappings): RLIMIT_DATA. Unlike the
+   * address space (RLIMIT_AS) it does not count reservations (V8's, glibc's arenas), only
+   * what is made usable, so a program well under it is not refused.
+   */
+  dataBytes?: number;
+  /** Processes (and threads) of the job's user, all its jobs together; enforced only for a user other than root. */
   processes?: number;
 }
 
@@ -116,7 +123,7 @@ export function wrapCommand(policy: SandboxPolicy, command: SandboxedCommand): W
 
 function withLimits(argv: string[], limits: ProcessLimits | undefined): string[] {
   const flags: string[] = [];
-  if (limits?.addressSpaceBytes !== undefined) flags.push(`--as=${limits.addressSpaceBytes}`);
+  if (limits?.dataBytes !== undefined) flags.push(`--data=${limits.dataBytes}`);
   if (limits?.processes !== undefined) flags.push(`--nproc=${limits.processes}`);
   return flags.length === 0 ? argv : [PRLIMIT_PATH, ...flags, '--', ...argv];
 }

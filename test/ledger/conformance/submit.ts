@@ -80,6 +80,16 @@ export function submitConformance(run: Run): void {
         assert.equal((await submitJob(ledger)).timeoutSeconds, null);
       }));
 
+    it('submit keeps limits with the job (null when not given), and every read answers them', () =>
+      run(async ({ ledger }) => {
+        const limited = await submitJob(ledger, { limits: { processes: 32, memoryMb: 256 } });
+        assert.deepEqual(limited.limits, { memoryMb: 256, processes: 32 });
+        assert.deepEqual((await ledger.getJob(limited.id))?.limits, { memoryMb: 256, processes: 32 });
+        const memoryOnly = await submitJob(ledger, { limits: { memoryMb: 128 } });
+        assert.deepEqual((await ledger.getJob(memoryOnly.id))?.limits, { memoryMb: 128 });
+        assert.equal((await submitJob(ledger)).limits, null);
+      }));
+
     it('submit writes exactly one work outbox row {jobId, attempt 1, tenant, type}, due now', () =>
       run(async ({ ledger, clock }) => {
         clock.advance(500);
@@ -119,6 +129,7 @@ export function submitConformance(run: Run): void {
           ['requires', { requires: ['gpu'] }],
           ['maxAttempts', { maxAttempts: 7 }],
           ['timeoutSeconds', { timeoutSeconds: 61 }],
+          ['limits', { limits: { processes: 20 } }],
         ];
         for (const [field, change] of others) {
           const again = ledger.submit(submitParams({ idempotencyKey: key, input: { v: 1 }, timeoutSeconds: 60, ...change }));
@@ -183,6 +194,11 @@ export function submitConformance(run: Run): void {
           ['timeoutSeconds 0', submitParams({ timeoutSeconds: 0 })],
           ['timeoutSeconds 2.5', submitParams({ timeoutSeconds: 2.5 })],
           ['timeoutSeconds as a string', submitParams({ timeoutSeconds: '60' as unknown as number })],
+          ['empty limits', submitParams({ limits: {} })],
+          ['limits of an unknown kind', submitParams({ limits: { cpu: 2 } as unknown as SubmitParams['limits'] })],
+          ['limits.memoryMb 1.5', submitParams({ limits: { memoryMb: 1.5 } })],
+          ['limits.processes 0', submitParams({ limits: { processes: 0 } })],
+          ['limits as a list', submitParams({ limits: [64] as unknown as SubmitParams['limits'] })],
           ['an input holding a BigInt', submitParams({ input: { frames: 10n } })],
           ['a circular input', submitParams({ input: circular })],
           ['requires as a string', submitParams({ requires: 'gpu' as unknown as string[] })],
