@@ -20,6 +20,7 @@ import { fenceConformance } from './fence.js';
 import { fleetConformance } from './fleet.js';
 import { grantConformance } from './grant.js';
 import type { Run } from './helpers.js';
+import { logsConformance } from './logs.js';
 import { nulConformance } from './nul.js';
 import { outboxConformance } from './outbox.js';
 import { progressConformance } from './progress.js';
@@ -55,5 +56,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     nulConformance(run);
     uploadGrantsConformance(run);
     fleetConformance(run);
+    logsConformance(run);
   });
 }
