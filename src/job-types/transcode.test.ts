@@ -58,6 +58,7 @@ async function runDirectly(
     jobId: 'job-1',
     attempt: 1,
     tenant: 'acme',
+    log: () => undefined,
     progress: (fraction, message) => {
       reported.push({ fraction, message });
       options.onProgress?.({ fraction, message });

@@ -4,7 +4,7 @@
  */
 import { PermanentError, TransientError, serializeError } from '../../core/errors.js';
 import { isCommandJobType, loadJobTypeRegistry, type JobContext, type NodeJobType } from './job-type.js';
-import { describeValue } from './json-value.js';
+import { describeValue, findJsonProblem } from './json-value.js';
 import { ProgressThrottle } from './progress-throttle.js';
 import type { ChildConfig, ChildMessage, ParentMessage, RunTask } from './protocol.js';
 import { outcomeOfReturnedValue, type RunOutcome } from './run-outcome.js';
@@ -54,7 +54,11 @@ async function run(runId: number, task: RunTask): Promise<void> {
   // A command job type runs in a process of its own, never in here.
   const found = jobTypes.get(task.type);
   const jobType = found === undefined || isCommandJobType(found) ? undefined : found;
-  const outcome = jobType ? await runJob(jobType, createContext(task, controller.signal, throttle)) : unknownJobType(task.type, [...jobTypes.keys()]);
+  const log = (message: string, fields?: Record<string, unknown>) => {
+    // A log line after the job returned is of no attempt any more.
+    if (current?.runId === runId) send({ kind: 'log', runId, message, ...(fields === undefined ? {} : { fields }) });
+  };
+  const outcome = jobType ? await runJob(jobType, createContext(task, controller.signal, throttle, log)) : unknownJobType(task.type, [...jobTypes.keys()]);
   // Flushes the last progress report before the result, and drops any the job makes later.
   throttle.close();
   current = undefined;
@@ -82,7 +86,12 @@ async function runJob(jobType: NodeJobType, ctx: JobContext): Promise<RunOutcome
   }
 }
 
-function createContext(task: RunTask, signal: AbortSignal, throttle: ProgressThrottle): JobContext {
+function createContext(
+  task: RunTask,
+  signal: AbortSignal,
+  throttle: ProgressThrottle,
+  log: (message: string, fields?: Record<string, unknown>) => void,
+): JobContext {
   return {
     input: task.input,
     scratchDir: task.scratchDir,
@@ -98,6 +107,14 @@ function createContext(task: RunTask, signal: AbortSignal, throttle: ProgressThr
         fraction: Math.min(1, Math.max(0, fraction)),
         ...(message === undefined ? {} : { message: String(message) }),
       });
+    },
+    log(message: string, fields?: Record<string, unknown>) {
+      if (fields !== undefined && (typeof fields !== 'object' || fields === null || Array.isArray(fields))) {
+        throw new TypeError(`log(message, fields) needs fields to be an object when given, got ${describeValue(fields)}`);
+      }
+      const problem = fields === undefined ? undefined : findJsonProblem(fields, 'fields');
+      if (problem !== undefined) throw new TypeError(`log(message, fields) needs plain JSON fields: ${problem}`);
+      log(String(message), fields);
     },
   };
 }
