@@ -54,7 +54,10 @@ for (const [name, options] of ledgers) {
           followed.map((line) => `${line.stream} ${line.message}`),
           'the whole log is what was followed',
         );
-        assert.ok(kept.every((line) => !Number.isNaN(Date.parse(line.time))), 'every line has its time');
+        assert.ok(
+          kept.every((line) => !Number.isNaN(Date.parse(line.time))),
+          'every line has its time',
+        );
         assert.deepEqual(await client.logs(job.id, { attempt: 1 }), kept);
 
         const jsonl = await fetch(`${api.url}/v1/jobs/${job.id}/attempts/1/logs`, { headers: { authorization: `Bearer ${api.acmeKey}` } });

@@ -281,16 +281,7 @@ export type ReleaseReply =
   | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
 export type ControlReply =
-  | LeaseReply
-  | HeartbeatReply
-  | FenceReply
-  | InputsReply
-  | CompleteUploadReply
-  | RenewUploadReply
-  | ProgressReply
-  | LogsReply
-  | SettleReply
-  | ReleaseReply;
+  LeaseReply | HeartbeatReply | FenceReply | InputsReply | CompleteUploadReply | RenewUploadReply | ProgressReply | LogsReply | SettleReply | ReleaseReply;
 
 /** A request the orchestrator could not process at all (as opposed to a refusal). */
 export interface ControlFailure {

@@ -94,10 +94,24 @@ describe('forged control requests on RabbitMQ', () => {
     it("forged log lines for a running job are refused, of another tenant's too, and never show in its log; the real worker's do", async () => {
       const job = await runningProbe(harness, 1500);
       const lines = [{ at: Date.now(), stream: 'stdout', message: 'a forged line' }];
-      const guessed = await forgeControlRequest(outsider, harness.topology, { op: 'logs', jobId: job.id, attempt: 1, tenant: 't1', token: randomUUID(), lines });
+      const guessed = await forgeControlRequest(outsider, harness.topology, {
+        op: 'logs',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't1',
+        token: randomUUID(),
+        lines,
+      });
       assert.deepEqual(guessed, { op: 'logs', jobId: job.id, attempt: 1, accepted: false, reason: 'superseded' });
       // Even the live token (read here from the ledger) names no job under another tenant.
-      const otherTenant = await forgeControlRequest(outsider, harness.topology, { op: 'logs', jobId: job.id, attempt: 1, tenant: 't2', token: job.leaseToken, lines });
+      const otherTenant = await forgeControlRequest(outsider, harness.topology, {
+        op: 'logs',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't2',
+        token: job.leaseToken,
+        lines,
+      });
       assert.deepEqual(otherTenant, { op: 'logs', jobId: job.id, attempt: 1, accepted: false, reason: 'unknown_job' });
       await waitFor('the real worker to finish the job', async () => (await harness.ledger.getJob(job.id))?.state === 'finished');
       const late = await forgeControlRequest(outsider, harness.topology, { op: 'logs', jobId: job.id, attempt: 1, tenant: 't1', token: job.leaseToken, lines });

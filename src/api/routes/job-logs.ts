@@ -79,7 +79,15 @@ export function registerJobLogRoutes(scope: FastifyInstance, orchestrator: Orche
         const stream = streams.start(reply);
         const keyId = request.caller.id;
         stream.onHeartbeat(() => void endUnlessActive(stream, keys, keyId, request.log));
-        await follow({ stream, pollMs, log: request.log, jobId: id, attempt: n, readJob: () => ledger.getJob(id, tenant), readLogs: (afterSeq) => ledger.readLogs({ jobId: id, attempt: n, afterSeq }) });
+        await follow({
+          stream,
+          pollMs,
+          log: request.log,
+          jobId: id,
+          attempt: n,
+          readJob: () => ledger.getJob(id, tenant),
+          readLogs: (afterSeq) => ledger.readLogs({ jobId: id, attempt: n, afterSeq }),
+        });
         return;
       }
       const lines = linesOf(await ledger.readLogs({ jobId: id, attempt: n }));

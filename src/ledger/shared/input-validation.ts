@@ -61,17 +61,25 @@ const logStreams = new Set(['stdout', 'stderr', 'log']);
  * text job code wrote. Fields are JSON, kept as given.
  */
 export function recordableLogLines(lines: readonly LogEntry[]): LogEntry[] {
-  if (!Array.isArray(lines)) throw invalid('lines must be a list');
-  return lines.map((line, i) => {
-    if (typeof line !== 'object' || line === null) throw invalid(`lines[${i}] must be an object`);
-    if (!Number.isSafeInteger(line.at) || line.at < 0) throw invalid(`lines[${i}].at must be a time in milliseconds`);
-    if (!logStreams.has(line.stream)) throw invalid(`lines[${i}].stream must be stdout, stderr or log`);
-    if (typeof line.message !== 'string') throw invalid(`lines[${i}].message must be a string`);
-    if (line.fields !== undefined && (typeof line.fields !== 'object' || line.fields === null || Array.isArray(line.fields))) {
+  const given: unknown = lines;
+  if (!Array.isArray(given)) throw invalid('lines must be a list');
+  return (given as unknown[]).map((value, i): LogEntry => {
+    if (typeof value !== 'object' || value === null) throw invalid(`lines[${i}] must be an object`);
+    const line = value as Record<string, unknown>;
+    const { at, stream, message, fields } = line;
+    if (typeof at !== 'number' || !Number.isSafeInteger(at) || at < 0) throw invalid(`lines[${i}].at must be a time in milliseconds`);
+    if (typeof stream !== 'string' || !logStreams.has(stream)) throw invalid(`lines[${i}].stream must be stdout, stderr or log`);
+    if (typeof message !== 'string') throw invalid(`lines[${i}].message must be a string`);
+    if (fields !== undefined && (typeof fields !== 'object' || fields === null || Array.isArray(fields))) {
       throw invalid(`lines[${i}].fields must be an object when given`);
     }
-    const message = recordableText(line.message.length > maxLogLineChars ? line.message.slice(0, maxLogLineChars) : line.message);
-    return { at: line.at, stream: line.stream, message, ...(line.fields === undefined ? {} : { fields: line.fields }) };
+    const kept = recordableText(message.length > maxLogLineChars ? message.slice(0, maxLogLineChars) : message);
+    return {
+      at,
+      stream: stream as LogEntry['stream'],
+      message: kept,
+      ...(fields === undefined ? {} : { fields: fields as Record<string, unknown> }),
+    };
   });
 }
 

@@ -207,16 +207,14 @@ export class SqliteStatements implements LedgerStatements {
   failAttempt(p: Params<'failAttempt'>): boolean {
     const { error } = p;
     return (
-      this.ctx
-        .sql(failAttempt)
-        .run({
-          ...guard(p),
-          reason: p.reason,
-          errorClass: error.class,
-          errorCode: error.code,
-          errorMessage: error.message,
-          errorLogTail: error.logTail ?? null,
-        }).changes === 1
+      this.ctx.sql(failAttempt).run({
+        ...guard(p),
+        reason: p.reason,
+        errorClass: error.class,
+        errorCode: error.code,
+        errorMessage: error.message,
+        errorLogTail: error.logTail ?? null,
+      }).changes === 1
     );
   }
 

@@ -62,6 +62,9 @@ async function run(runId: number, task: RunTask): Promise<void> {
   // Flushes the last progress report before the result, and drops any the job makes later.
   throttle.close();
   current = undefined;
+  // What the job printed is written out before its result leaves: a pipe write can wait in
+  // this process, and the attempt's log closes soon after the result arrives.
+  await flushOutput();
   send({ kind: 'result', runId, outcome });
 }
 
@@ -128,6 +131,12 @@ function unknownJobType(type: string, known: string[]): RunOutcome {
 function crash(description: string, error: unknown): void {
   process.stderr.write(`${error instanceof Error && error.stack ? error.stack : description}\n`);
   send({ kind: 'crashing', message: description }, () => process.exit(CRASH_EXIT_CODE));
+}
+
+/** Resolves once everything written to stdout and stderr so far has left this process. */
+function flushOutput(): Promise<void> {
+  const flushed = (stream: NodeJS.WriteStream) => new Promise<void>((resolve) => stream.write('', () => resolve()));
+  return Promise.all([flushed(process.stdout), flushed(process.stderr)]).then(() => undefined);
 }
 
 /** Sends to the parent; a closed channel means the parent is gone, and 'disconnect' ends us anyway. */

@@ -92,7 +92,12 @@ export class JobProcess {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       serialization: 'json',
     });
-    this.output = new ChildOutput(this.child, options.logger, () => this.active?.task.jobId, (stream, line) => this.lastHooks?.onLog?.(stream, line));
+    this.output = new ChildOutput(
+      this.child,
+      options.logger,
+      () => this.active?.task.jobId,
+      (stream, line) => this.lastHooks?.onLog?.(stream, line),
+    );
     const disconnected = once(this.child, 'disconnect').then(
       () => undefined,
       () => undefined,
