@@ -143,7 +143,7 @@ describe('the README, run as written against planrun up', () => {
     assert.match(watched.stderr, new RegExp(`^${id} {2}running {2}attempt 1/3 {2}\\d+% {2}step \\d of 5$`, 'm'));
   });
 
-  it("logs prints what a transcode job logged: the FFmpeg command of each rendition, and what it made", async () => {
+  it('logs prints what a transcode job logged: the FFmpeg command of each rendition, and what it made', async () => {
     const { id } = await client.submit('transcode', {});
     assert.equal((await client.wait(id, { timeoutMs: 120_000 })).state, 'finished');
     const logs = sh(readmeLine('logs'), { '<id>': id });
