@@ -18,8 +18,8 @@ import { waitFor } from '../../test/testing/wait.js';
 
 const secretOfNobody = 'a-secret-the-worker-never-made-0123456789';
 
-async function runningProbe(harness: Harness, ms: number) {
-  const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'probe', input: { ms, steps: 20, runLog: harness.runLog } });
+async function runningProbe(harness: Harness, ms: number, options: { log?: boolean } = {}) {
+  const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'probe', input: { ms, steps: 20, runLog: harness.runLog, ...options } });
   const running = await waitFor('the probe job to run', async () => {
     const now = await harness.ledger.getJob(job.id);
     return now?.state === 'running' ? now : undefined;
@@ -92,7 +92,7 @@ describe('forged control requests on RabbitMQ', () => {
     });
 
     it("forged log lines for a running job are refused, of another tenant's too, and never show in its log; the real worker's do", async () => {
-      const job = await runningProbe(harness, 1500);
+      const job = await runningProbe(harness, 1500, { log: true });
       const lines = [{ at: Date.now(), stream: 'stdout', message: 'a forged line' }];
       const guessed = await forgeControlRequest(outsider, harness.topology, {
         op: 'logs',
