@@ -11,6 +11,7 @@ import { checkRequestHeaders } from './request-headers.js';
 import { registerFleetRoutes } from './routes/fleet.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerJobEventRoutes } from './routes/job-events.js';
+import { registerJobLogRoutes } from './routes/job-logs.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOutputRoutes } from './routes/outputs.js';
@@ -39,6 +40,8 @@ export interface ApiOptions {
   limits?: Partial<ApiLimits>;
   /** How often an event stream sends a keep-alive comment (default 15 s). */
   eventHeartbeatMs?: number;
+  /** How often a followed log (`?follow=1`) looks for new lines (default 250 ms). */
+  logPollMs?: number;
   /**
    * Serve `GET /metrics` here, behind an API key (default true). False when a listener of
    * their own serves them (`--metrics-port`): then no tenant's key reads fleet-wide counts.
@@ -109,6 +112,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       registerJobRoutes(v1, options.orchestrator);
       registerOutputRoutes(v1, options.orchestrator, options.outputDir);
       registerJobEventRoutes(v1, options.orchestrator, streams, options.keys);
+      registerJobLogRoutes(v1, options.orchestrator, streams, options.keys, options.logPollMs ?? 250);
       registerFleetRoutes(v1, options.orchestrator.fleet);
     },
     { prefix: '/v1' },

@@ -85,6 +85,8 @@ export function formatJob(job: JobView): string {
     if (file?.sha256 !== undefined) lines.push(['', `${file.bytes} bytes  sha256 ${file.sha256}`]);
   }
   if (job.error) lines.push(['error', `${job.error.code} (${job.error.class}): ${job.error.message}`]);
+  // The job's last words: with them a crash usually explains itself (all of it: planrun logs <id>).
+  for (const [i, line] of (job.error?.logTail?.split('\n') ?? []).entries()) lines.push([i === 0 ? 'log tail' : '', line]);
   const width = Math.max(...lines.map(([label]) => label.length));
   const out = lines.map(([label, value]) => `${label.padEnd(width)}  ${value}`);
   const attempts = job.attempts ?? [];

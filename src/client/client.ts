@@ -6,6 +6,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubmittedBatch } from '../wire/jobs.js';
+import type { LogLine } from '../wire/logs.js';
 import type { UploadGrant } from '../wire/uploads.js';
 import { ApiErrorCode, isPlanrunApiError, PlanrunApiError } from './errors.js';
 import { parseEventStream, type ServerSentEvent } from './sse.js';
@@ -20,6 +21,7 @@ import {
   type JobSummary,
   type JobView,
   type ListOptions,
+  type LogsOptions,
   type OutputFile,
   type ReconnectOptions,
   type SubmitOptions,
@@ -346,7 +348,7 @@ export class Client {
     for (;;) {
       let retryMs: number | undefined;
       try {
-        for await (const sse of this.openStream(id, lastEventId, options.signal)) {
+        for await (const sse of this.openStream(`${jobPath(id)}/events`, lastEventId, options.signal)) {
           unreachableSince.reset();
           lastEventId = sse.id ?? lastEventId;
           retryMs = sse.retry ?? retryMs;
@@ -407,7 +409,7 @@ export class Client {
         if (!ended && streamFailures < maxStreamFailures) {
           let heard = false;
           try {
-            for await (const sse of this.openStream(id, undefined, signal)) {
+            for await (const sse of this.openStream(`${jobPath(id)}/events`, undefined, signal)) {
               const event = toJobEvent(sse);
               if (!event) continue;
               heard = true;
@@ -440,9 +442,56 @@ export class Client {
     }
   }
 
-  /** Opens the job's event stream and yields its raw events until the server ends it. */
-  private async *openStream(id: string, lastEventId: string | undefined, signal: AbortSignal | undefined): AsyncGenerator<ServerSentEvent> {
-    const path = `${jobPath(id)}/events`;
+  /**
+   * What attempt `attempt` of the job printed and logged (default: its latest attempt), as
+   * the orchestrator keeps it: its first 64 KiB, a `planrun` line saying what was dropped
+   * (if anything was), and its last 1 MiB.
+   */
+  async logs(id: string, options: LogsOptions = {}): Promise<LogLine[]> {
+    const path = `${jobPath(id)}/attempts/${await this.attemptOf(id, options)}/logs`;
+    const text = await this.send('GET', path, { signal: options.signal }, async (response) => response.text());
+    try {
+      return text
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as LogLine);
+    } catch {
+      throw this.invalidResponse(path, `expected JSON lines, got ${JSON.stringify(text.slice(0, 80))}`);
+    }
+  }
+
+  /**
+   * The attempt's log as it is written: the lines kept so far, then each new one, until
+   * the attempt ends (at once if it has ended). An attempt not started yet (the job is
+   * queued for it) is waited for. Fails if the connection drops before the end.
+   */
+  async *followLogs(id: string, options: LogsOptions = {}): AsyncGenerator<LogLine> {
+    const path = `${jobPath(id)}/attempts/${await this.attemptOf(id, options)}/logs?follow=1`;
+    for await (const sse of this.openStream(path, undefined, options.signal)) {
+      if (sse.event === 'end') return;
+      if (sse.event !== 'line') continue;
+      try {
+        yield JSON.parse(sse.data) as LogLine;
+      } catch {
+        throw this.invalidResponse(path, `a line event that is not JSON: ${JSON.stringify(sse.data.slice(0, 80))}`);
+      }
+    }
+    throw new PlanrunApiError({
+      status: 0,
+      code: ApiErrorCode.unreachable,
+      message: `the log stream of ${this.url}${path} ended before its attempt did`,
+      url: `${this.url}${path}`,
+    });
+  }
+
+  private async attemptOf(id: string, options: LogsOptions): Promise<number> {
+    if (options.attempt === undefined) return (await this.get(id, { signal: options.signal })).attempt;
+    if (!Number.isInteger(options.attempt) || options.attempt < 1) throw new TypeError(`attempt must be a whole number of at least 1, got ${options.attempt}`);
+    return options.attempt;
+  }
+
+  /** Opens an event stream and yields its raw events until the server ends it. */
+  private async *openStream(path: string, lastEventId: string | undefined, signal: AbortSignal | undefined): AsyncGenerator<ServerSentEvent> {
     const connection = new AbortController();
     const cancel = () => connection.abort(signal?.reason);
     signal?.addEventListener('abort', cancel, { once: true });

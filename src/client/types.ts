@@ -80,3 +80,11 @@ export interface WaitOptions {
 export interface EventsOptions {
   signal?: AbortSignal;
 }
+
+export interface LogsOptions {
+  /** Which attempt, from 1 (default: the job's latest). */
+  attempt?: number;
+  signal?: AbortSignal;
+}
+
+export type { LogDrop, LogLine, LogStream } from '../wire/logs.js';

@@ -1,5 +1,5 @@
 /**
- * The control plane: lease, heartbeat, fence, inputs, renew_upload, complete_upload, progress, settle and release, as request/reply over
+ * The control plane: lease, heartbeat, fence, inputs, renew_upload, complete_upload, progress, logs, settle and release, as request/reply over
  * the broker, so a worker needs no network access beyond the queue it already reads.
  * The requests a worker makes at the same moment travel as one `batch` message, answered
  * by one message with an answer for each, in order: one broker round trip instead of N.
@@ -9,7 +9,8 @@
  * callers branch on `code`, never on a message string or on `instanceof` across the wire.
  */
 import { z } from 'zod';
-import { boundedStack } from '../core/errors.js';
+import { boundedLogTail, boundedStack } from '../core/errors.js';
+import { maxLogLineChars } from '../wire/logs.js';
 import type { GrantRefusal, LeaseLoss, ReleaseResult, SettleResult } from '../ledger/ledger.js';
 import type { JobLimits } from '../wire/jobs.js';
 
@@ -37,6 +38,17 @@ const serializedError = z.object({
   message: z.string(),
   // Cut rather than refused: a settle must not fail for the length of a stack.
   stack: z.string().transform(boundedStack).optional(),
+  logTail: z.string().transform(boundedLogTail).optional(),
+});
+
+/** Most lines one `logs` request carries, and most characters of each (a longer one is cut by the ledger). */
+export const maxLogLinesPerRequest = 10_000;
+
+const logEntry = z.object({
+  at: z.number().int().min(0),
+  stream: z.enum(['stdout', 'stderr', 'log']),
+  message: z.string().max(4 * maxLogLineChars),
+  fields: z.record(z.string(), z.unknown()).optional(),
 });
 
 /**
@@ -134,6 +146,14 @@ export const controlRequest = z.discriminatedUnion('op', [
     tenant: z.string().min(1),
     fraction: z.number().min(0).max(1),
     message: z.string().optional(),
+  }),
+  // Lines the job printed (or ctx.log), a batch at a time, for a live lease only; `dropped`
+  // counts what the worker left out before them (printed faster than it could send).
+  leaseRef.extend({
+    op: z.literal('logs'),
+    tenant: z.string().min(1),
+    lines: z.array(logEntry).max(maxLogLinesPerRequest),
+    dropped: z.object({ bytes: z.number().int().min(0), lines: z.number().int().min(0) }).optional(),
   }),
   leaseRef.extend({
     op: z.literal('settle'),
@@ -252,6 +272,9 @@ export type RenewUploadReply =
 export type ProgressReply =
   { op: 'progress'; jobId: string; attempt: number; accepted: true } | { op: 'progress'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
+export type LogsReply =
+  { op: 'logs'; jobId: string; attempt: number; accepted: true } | { op: 'logs'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
+
 export type SettleReply =
   | { op: 'settle'; jobId: string; attempt: number; accepted: true; state: string; transition: Extract<SettleResult, { accepted: true }>['transition'] }
   | { op: 'settle'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
@@ -261,7 +284,7 @@ export type ReleaseReply =
   | { op: 'release'; jobId: string; attempt: number; accepted: false; reason: LeaseLoss };
 
 export type ControlReply =
-  LeaseReply | HeartbeatReply | FenceReply | InputsReply | CompleteUploadReply | RenewUploadReply | ProgressReply | SettleReply | ReleaseReply;
+  LeaseReply | HeartbeatReply | FenceReply | InputsReply | CompleteUploadReply | RenewUploadReply | ProgressReply | LogsReply | SettleReply | ReleaseReply;
 
 /** A request the orchestrator could not process at all (as opposed to a refusal). */
 export interface ControlFailure {

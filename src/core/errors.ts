@@ -22,7 +22,16 @@ export interface SerializedError {
    * A planrun error carries none: its class and code already say what happened.
    */
   stack?: string;
+  /**
+   * The last lines the attempt's job printed (stdout, stderr and ctx.log, at most
+   * MAX_ERROR_LOG_TAIL_LINES lines and MAX_ERROR_STACK_LENGTH characters), added by the
+   * worker to the error of a run that failed, so a crash says what the job said last.
+   */
+  logTail?: string;
 }
+
+/** Most lines of a job's log kept in its error's `logTail`. */
+export const MAX_ERROR_LOG_TAIL_LINES = 20;
 
 /** Most characters of a stack kept with an error: the top frames, where a bug shows. */
 export const MAX_ERROR_STACK_LENGTH = 4096;
@@ -96,9 +105,23 @@ export const UNCLASSIFIED_CODE = 'unclassified';
 
 export function serializeError(error: unknown): SerializedError {
   if (isJobError(error)) return error.toJSON();
-  if (isSerializedError(error)) return { class: error.class, code: error.code, message: error.message, ...stackOf(error.stack) };
+  if (isSerializedError(error)) return { class: error.class, code: error.code, message: error.message, ...stackOf(error.stack), ...logTailOf(error.logTail) };
   const message = error instanceof Error ? error.message : String(error);
   return { class: ErrorClass.transient, code: UNCLASSIFIED_CODE, message, ...stackOf(error instanceof Error ? error.stack : undefined) };
+}
+
+function logTailOf(logTail: unknown): { logTail?: string } {
+  return typeof logTail === 'string' && logTail !== '' ? { logTail: boundedLogTail(logTail) } : {};
+}
+
+/** A log tail cut to its bounds, keeping its end: the last lines are the ones that say why. */
+export function boundedLogTail(logTail: string): string {
+  const lines = logTail.split('\n').slice(-MAX_ERROR_LOG_TAIL_LINES).join('\n');
+  if (lines.length <= MAX_ERROR_STACK_LENGTH) return lines;
+  let kept = lines.slice(-MAX_ERROR_STACK_LENGTH);
+  // Never start on the second half of a surrogate pair.
+  if (/^[\uDC00-\uDFFF]/.test(kept)) kept = kept.slice(1);
+  return kept;
 }
 
 function stackOf(stack: unknown): { stack?: string } {

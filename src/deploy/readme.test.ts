@@ -97,7 +97,7 @@ describe('the README, run as written against planrun up', () => {
   });
 
   it('shows exactly the client commands this test runs', () => {
-    assert.deepEqual([...clientLines.keys()].sort(), ['cancel', 'demo', 'fleet', 'jobs', 'status', 'submit', 'submit --file', 'watch']);
+    assert.deepEqual([...clientLines.keys()].sort(), ['cancel', 'demo', 'fleet', 'jobs', 'logs', 'status', 'submit', 'submit --file', 'watch']);
     assert.match(readmeLine('submit'), /^npx planrun submit transcode --input '\{\}' --wait /);
   });
 
@@ -141,6 +141,15 @@ describe('the README, run as written against planrun up', () => {
     assert.equal(watched.code, 0, watched.stderr);
     assert.match(watched.stdout, new RegExp(`^${id} finished, attempt 1/3`));
     assert.match(watched.stderr, new RegExp(`^${id} {2}running {2}attempt 1/3 {2}\\d+% {2}step \\d of 5$`, 'm'));
+  });
+
+  it('logs prints what a transcode job logged: the FFmpeg command of each rendition, and what it made', async () => {
+    const { id } = await client.submit('transcode', {});
+    assert.equal((await client.wait(id, { timeoutMs: 120_000 })).state, 'finished');
+    const logs = sh(readmeLine('logs'), { '<id>': id });
+    assert.equal(logs.code, 0, logs.stderr);
+    assert.match(logs.stdout, /^rendering rendition "\S+": ffmpeg .* \{"rendition":"\S+"\}$/m);
+    assert.match(logs.stdout, /^rendered rendition "\S+": \d+x\d+, \d+ bytes /m);
   });
 
   it('cancel stops a running job (said at info on up’s console, not as a warning) and fails a queued one at once', async () => {

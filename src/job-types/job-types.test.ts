@@ -33,6 +33,7 @@ async function runDirectly(
     jobId: 'job-1',
     attempt: 1,
     tenant: 'acme',
+    log: () => undefined,
     progress: (fraction, message) => void reported.push({ fraction, message }),
   };
   return { result: await run(ctx), reported };

@@ -58,6 +58,7 @@ async function runDirectly(
     jobId: 'job-1',
     attempt: 1,
     tenant: 'acme',
+    log: () => undefined,
     progress: (fraction, message) => {
       reported.push({ fraction, message });
       options.onProgress?.({ fraction, message });
@@ -386,7 +387,7 @@ describe('transcode aborted', () => {
       await transcode.run({
         input: { durationSeconds: 30, filter: 'realtime', renditions: [{ name: 'r', height: 16 }] },
         scratchDir: ${JSON.stringify(root)}, signal: new AbortController().signal,
-        jobId: 'j', attempt: 1, tenant: 't', progress() {},
+        jobId: 'j', attempt: 1, tenant: 't', progress() {}, log() {},
       });`;
     const jobProcess = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'ignore' });
     let ffmpegPids: number[] = [];

@@ -220,12 +220,15 @@ async function render(
     fileArgument(outputPath),
   ];
   try {
+    // In the job's log (planrun logs <id>): the exact command, to run by hand when a rendition looks wrong.
+    ctx.log(`rendering ${what}: ffmpeg ${args.join(' ')}`, { rendition: rendition.name });
     const exit = await runFfmpeg({ ffmpeg, args, signal: ctx.signal, onProgress, cwd: ctx.scratchDir });
     if (exit.code !== 0 || exit.signal !== null) throw classifyFfmpegFailure(exit, what);
     const [{ size: bytes }, info] = await Promise.all([stat(outputPath), probeMedia(ffmpeg, outputPath, ctx.signal, `the output of ${what}`)]);
     if (info.width === undefined || info.height === undefined) {
       throw new TransientError('ffmpeg_bad_output', `transcode: FFmpeg finished ${what}, but its output ${file} has no video stream`);
     }
+    ctx.log(`rendered ${what}: ${info.width}x${info.height}, ${bytes} bytes`, { rendition: rendition.name, bytes });
     return {
       name: rendition.name,
       file,

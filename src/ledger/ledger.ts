@@ -1,5 +1,6 @@
 import type { SerializedError } from '../core/errors.js';
 import type { JobLimits, JobResult, ResultMessage } from '../wire/jobs.js';
+import type { LogDrop, LogEntry } from '../wire/logs.js';
 import type { AttemptOutcome, FailureReason, JobState, Transition } from './states.js';
 
 /**
@@ -111,6 +112,16 @@ export interface Ledger {
   getAttempts(jobId: string): Promise<AttemptRecord[]>;
   listJobs(params: ListJobsParams): Promise<JobPage>;
   countJobsByState(): Promise<Record<JobState, number>>;
+  /**
+   * Adds lines to the log of a live lease's attempt (refused, as a renewal is, when the
+   * lease is not live; a requested cancel does not refuse them: a stopping job's last
+   * words are worth keeping). Kept bounded: the first logHeadBytes of the attempt's log
+   * and its last logTailBytes (give or take the last batch), with a count of the lines
+   * between, which are dropped; `dropped` adds what the worker dropped before sending.
+   */
+  appendLogs(params: AppendLogsParams): Promise<FenceResult>;
+  /** An attempt's log as kept, or the lines added after chunk `afterSeq` (see AttemptLogs). */
+  readLogs(params: ReadLogsParams): Promise<AttemptLogs>;
   /**
    * Tells `listener` of every job change committed through any process sharing this
    * ledger (issue 12: several orchestrators on one PostgreSQL database), by job id, soon
@@ -351,6 +362,29 @@ export type RevokeOutcome = 'revoked' | 'already_revoked' | 'unknown';
 export type CheckLeaseResult = { live: true; deadline: number } | { live: false; reason: LeaseLoss };
 
 export type FenceResult = { accepted: true } | { accepted: false; reason: LeaseLoss };
+
+export interface AppendLogsParams extends LeaseRef {
+  lines: LogEntry[];
+  /** What the worker dropped before these lines (the middle of a log printed faster than it could send). */
+  dropped?: LogDrop;
+}
+
+export interface ReadLogsParams extends AttemptKey {
+  /** Only the lines added after the chunk of this sequence number (a follower's last `lastSeq`). */
+  afterSeq?: number;
+}
+
+/**
+ * An attempt's log: its first lines (`head`), what was dropped after them, and its last
+ * lines (`tail`, at most logTailBytes when read whole). `lastSeq` is the sequence number
+ * of the last chunk read, for a follower's next `afterSeq`; 0 when there is none.
+ */
+export interface AttemptLogs {
+  head: LogEntry[];
+  dropped: LogDrop;
+  tail: LogEntry[];
+  lastSeq: number;
+}
 
 export interface RecordProgressParams extends LeaseRef {
   fraction: number;

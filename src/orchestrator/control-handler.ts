@@ -13,6 +13,7 @@ import {
   type HeartbeatReply,
   type InputsReply,
   type LeaseReply,
+  type LogsReply,
   type ProgressReply,
   type ReleaseReply,
   type SettleReply,
@@ -90,6 +91,8 @@ export class ControlHandler {
         return this.renewUpload(request);
       case 'progress':
         return this.progress(request);
+      case 'logs':
+        return this.logs(request);
       case 'settle':
         return this.settle(request);
       case 'release':
@@ -261,6 +264,13 @@ export class ControlHandler {
     if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'progress', jobId, attempt, accepted: false, reason: 'unknown_job' };
     const result = await this.ledger.recordProgress(request);
     return result.accepted ? { op: 'progress', jobId, attempt, accepted: true } : { op: 'progress', jobId, attempt, accepted: false, reason: result.reason };
+  }
+
+  private async logs(request: Extract<ControlRequest, { op: 'logs' }>): Promise<LogsReply> {
+    const { jobId, attempt } = request;
+    if (!(await this.ownedBy(jobId, request.tenant))) return { op: 'logs', jobId, attempt, accepted: false, reason: 'unknown_job' };
+    const result = await this.ledger.appendLogs(request);
+    return result.accepted ? { op: 'logs', jobId, attempt, accepted: true } : { op: 'logs', jobId, attempt, accepted: false, reason: result.reason };
   }
 
   private async settle(request: Extract<ControlRequest, { op: 'settle' }>): Promise<SettleReply> {

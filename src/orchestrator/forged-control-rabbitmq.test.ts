@@ -18,8 +18,8 @@ import { waitFor } from '../../test/testing/wait.js';
 
 const secretOfNobody = 'a-secret-the-worker-never-made-0123456789';
 
-async function runningProbe(harness: Harness, ms: number) {
-  const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'probe', input: { ms, steps: 20, runLog: harness.runLog } });
+async function runningProbe(harness: Harness, ms: number, options: { log?: boolean } = {}) {
+  const { job } = await harness.orchestrator.submit({ tenant: 't1', type: 'probe', input: { ms, steps: 20, runLog: harness.runLog, ...options } });
   const running = await waitFor('the probe job to run', async () => {
     const now = await harness.ledger.getJob(job.id);
     return now?.state === 'running' ? now : undefined;
@@ -91,6 +91,41 @@ describe('forged control requests on RabbitMQ', () => {
       await waitFor('its one result message', () => harness.resultsFor(job.id).length === 1);
     });
 
+    it("forged log lines for a running job are refused, of another tenant's too, and never show in its log; the real worker's do", async () => {
+      const job = await runningProbe(harness, 1500, { log: true });
+      const lines = [{ at: Date.now(), stream: 'stdout', message: 'a forged line' }];
+      const guessed = await forgeControlRequest(outsider, harness.topology, {
+        op: 'logs',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't1',
+        token: randomUUID(),
+        lines,
+      });
+      assert.deepEqual(guessed, { op: 'logs', jobId: job.id, attempt: 1, accepted: false, reason: 'superseded' });
+      // Even the live token (read here from the ledger) names no job under another tenant.
+      const otherTenant = await forgeControlRequest(outsider, harness.topology, {
+        op: 'logs',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't2',
+        token: job.leaseToken,
+        lines,
+      });
+      assert.deepEqual(otherTenant, { op: 'logs', jobId: job.id, attempt: 1, accepted: false, reason: 'unknown_job' });
+      await waitFor('the real worker to finish the job', async () => (await harness.ledger.getJob(job.id))?.state === 'finished');
+      const late = await forgeControlRequest(outsider, harness.topology, { op: 'logs', jobId: job.id, attempt: 1, tenant: 't1', token: job.leaseToken, lines });
+      assert.deepEqual(late, { op: 'logs', jobId: job.id, attempt: 1, accepted: false, reason: 'ended' }, 'the lease ended with the job');
+      const logs = await harness.ledger.readLogs({ jobId: job.id, attempt: 1 });
+      const messages = [...logs.head, ...logs.tail].map((line) => line.message);
+      assert.ok(!messages.includes('a forged line'), messages.join('\n'));
+      assert.deepEqual(
+        messages.filter((m) => m.startsWith('step ')),
+        Array.from({ length: 20 }, (_, i) => `step ${i + 1}`),
+        "the real worker's ctx.log lines, every one",
+      );
+    });
+
     it("a heartbeat naming a live worker, from another process, is refused and leaves the worker's fleet entry as it was", async () => {
       await waitFor('the worker in the fleet', () => harness.orchestrator.fleet.list().some((m) => m.worker === worker.worker.id));
       const forged = await forgeControlRequest(outsider, harness.topology, {
@@ -160,6 +195,15 @@ describe('forged control requests on RabbitMQ', () => {
         { fleetKey: 'a-guess' },
       );
       assert.equal((wrongKey as { code?: string }).code, 'unauthorized');
+      const logs = await forgeControlRequest(outsider, harness.topology, {
+        op: 'logs',
+        jobId: job.id,
+        attempt: 1,
+        tenant: 't1',
+        token: randomUUID(),
+        lines: [{ at: Date.now(), stream: 'stdout', message: 'a forged line' }],
+      });
+      assert.equal((logs as { code?: string }).code, 'unauthorized', 'log lines without the key too');
     });
 
     it('a worker started without the key stops as Fatal, saying the orchestrator refuses it', async () => {

@@ -153,6 +153,10 @@ const serializedErrorProperties = {
     type: 'string',
     description: 'where job code threw an error that is none of the three classes: its stack, at most 4096 characters (attempts only)',
   },
+  logTail: {
+    type: 'string',
+    description: "a failed run's last log lines (stdout, stderr and ctx.log; at most 20 lines, 4096 characters): what the job said last",
+  },
 } as const satisfies SchemaProperties<SerializedError>;
 
 const serializedErrorRequired = ['class', 'code', 'message'] as const satisfies ReadonlyArray<RequiredKeys<SerializedError>>;

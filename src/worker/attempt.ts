@@ -14,7 +14,9 @@ import { PresignedOutputStore, StorageError, UploadFencedOutError, type OutputSt
 import { ProgressThrottle } from './runner/progress-throttle.js';
 import { reportedUploadBytes, uploadProgressMessage } from './upload-progress.js';
 import type { JobType } from './runner/job-type.js';
+import type { RunHooks } from './runner/job-process.js';
 import type { RunTask } from './runner/protocol.js';
+import { AttemptLog } from './attempt-log.js';
 import { failed, type RunOutcome } from './runner/run-outcome.js';
 import { createScratch, removeScratch } from './runner/scratch.js';
 import type { FencedOutReason, LeaseLossReason, WorkerEvents } from './worker-events.js';
@@ -22,7 +24,7 @@ import { plainLocations, type StoredFile } from '../wire/outputs.js';
 
 /** Runs job code; the process pool in production, anything with the same contract in tests. */
 export interface JobRunner {
-  run(task: RunTask, hooks: { onProgress(fraction: number, message?: string): void; signal?: AbortSignal }): Promise<RunOutcome>;
+  run(task: RunTask, hooks: RunHooks): Promise<RunOutcome>;
   close(): Promise<void>;
 }
 
@@ -42,6 +44,8 @@ export interface AttemptContext {
   clock: Clock;
   /** Progress goes to the orchestrator at most this often per job. */
   progressIntervalMs: number;
+  /** A line the job printed waits at most this long before it is sent to the orchestrator with the lines after it. */
+  logFlushMs: number;
   /** How long a control request waits; a settle tried again waits at most this long (and 500 ms) in between. */
   controlTimeoutMs: number;
   /** The job's code raised a Fatal error: the worker stops, handing this attempt back with the others. */
@@ -89,6 +93,7 @@ export class Attempt {
     try {
       scratchDir = await createScratch(context.scratchRoot, lease.jobId, lease.attempt);
       const fetched = await this.fetchInputs(input, scratchDir);
+      const log = this.openLog();
       const outcome = fetched.ok
         ? await context.runner.run(
             {
@@ -102,10 +107,20 @@ export class Attempt {
               ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
               ...(limits === undefined ? {} : { limits }),
             },
-            { onProgress: (fraction, message) => this.onProgress(fraction, message), signal: lease.abort.signal },
+            {
+              onProgress: (fraction, message) => this.onProgress(fraction, message),
+              onLog: (stream, message, fields) => log.add(stream, message, fields),
+              signal: lease.abort.signal,
+            },
           )
         : fetched.outcome;
       this.codeReturned = true;
+      // A line printed just before the job returned may be read a turn after its result.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      // Sent before the outcome is settled, while the lease is live and the ledger takes them.
+      await log.close();
+      const logTail = log.logTail();
+      if (!outcome.ok && logTail !== '' && outcome.error.logTail === undefined) outcome.error.logTail = logTail;
       await this.finish(outcome, scratchDir);
     } catch (error) {
       context.logger.error({ jobId: lease.jobId, err: describeError(error) }, 'job handling failed');
@@ -116,6 +131,18 @@ export class Attempt {
       if (scratchDir) await removeScratch(scratchDir).catch(() => undefined);
       context.events.emit({ type: 'job_done', jobId: lease.jobId, attempt: lease.attempt });
     }
+  }
+
+  /** The attempt's log, sent to the orchestrator in batches while the job runs. */
+  private openLog(): AttemptLog {
+    const { lease, context } = this;
+    return new AttemptLog({
+      send: (batch) => context.control.logs({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, ...batch }),
+      now: () => context.clock.now(),
+      flushMs: context.logFlushMs,
+      refused: (reason) => this.lose(reason),
+      failed: (error) => context.logger.debug({ jobId: lease.jobId, err: describeError(error) }, 'log lines not sent; counted as dropped'),
+    });
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   type HeartbeatReply,
   type InputsReply,
   type LeaseReply,
+  type LogsReply,
   type ProgressReply,
   type ReleaseReply,
   type RenewUploadReply,
@@ -126,6 +127,11 @@ export class ControlClient {
 
   progress(request: Omit<Extract<ControlRequest, { op: 'progress' }>, 'op'>): Promise<ProgressReply> {
     return this.call({ op: 'progress', ...request }, request.tenant);
+  }
+
+  /** A batch of a job's log lines: it rides in the same batch message as the other requests of its turn. */
+  logs(request: Omit<Extract<ControlRequest, { op: 'logs' }>, 'op'>): Promise<LogsReply> {
+    return this.call({ op: 'logs', ...request }, request.tenant);
   }
 
   settle(request: Omit<Extract<ControlRequest, { op: 'settle' }>, 'op'>): Promise<SettleReply> {

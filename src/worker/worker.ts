@@ -58,6 +58,8 @@ export interface WorkerTiming {
   deadlineCheckIntervalMs: number;
   /** Progress sent to the orchestrator at most this often per job. */
   progressIntervalMs: number;
+  /** What a job prints is sent to the orchestrator at least this often (sooner when 64 KiB wait). */
+  logFlushMs: number;
 }
 
 export const defaultWorkerTiming: WorkerTiming = {
@@ -68,6 +70,7 @@ export const defaultWorkerTiming: WorkerTiming = {
   leaseSafetyFraction: 0.1,
   deadlineCheckIntervalMs: 250,
   progressIntervalMs: 1_000,
+  logFlushMs: 250,
 };
 
 export const defaultOutputReserveBytes = 64 * 1024 * 1024;
@@ -156,6 +159,7 @@ export class Worker {
       logger: options.logger,
       clock: this.clock,
       progressIntervalMs: this.timing.progressIntervalMs,
+      logFlushMs: this.timing.logFlushMs,
       controlTimeoutMs: this.timing.controlTimeoutMs,
       fatal: (attempt, error) => this.fatal(attempt, error),
       forget: (attempt) => this.running.delete(attempt.lease.jobId),

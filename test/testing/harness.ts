@@ -134,7 +134,8 @@ export class Harness {
     const jobModules = options.jobModules ?? [probeJobsModule];
     const jobTypes = (await Promise.all(jobModules.map(loadJobTypes))).flat();
     const slots = options.slots ?? 2;
-    const runner = new ProcessPool({ jobModules, size: slots, abortGraceMs: options.abortGraceMs ?? 500, progressThrottleMs: 50 });
+    // What jobs print goes to their logs (and, at debug level, to this silent logger), not into the test's output.
+    const runner = new ProcessPool({ jobModules, size: slots, abortGraceMs: options.abortGraceMs ?? 500, progressThrottleMs: 50, logger: silentLogger() });
     await runner.ready();
     const scratchRoot = join(this.dir.path, `scratch-${randomBytes(3).toString('hex')}`);
     mkdirSync(scratchRoot, { recursive: true });

@@ -18,6 +18,11 @@ import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from './w
 export interface ProcessPair {
   topology: Topology;
   client: Client;
+  /** Where the orchestrator's API listens, and the key of tenant `acme` (for the CLI). */
+  url: string;
+  key: string;
+  /** The `planrun worker` process. */
+  worker: WorkerProcess;
   /** Kills both processes and removes what they made on RabbitMQ and PostgreSQL. */
   stop(): Promise<void>;
 }
@@ -63,6 +68,9 @@ export async function startProcessPair(options: {
   return {
     topology,
     client: new Client({ url: `http://127.0.0.1:${port}`, key }),
+    url: `http://127.0.0.1:${port}`,
+    key,
+    worker: processes[1]!,
     stop: async () => {
       for (const { child } of processes) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await Promise.all(processes.map((p) => p.exited));

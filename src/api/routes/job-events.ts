@@ -65,7 +65,8 @@ export function registerJobEventRoutes(scope: FastifyInstance, orchestrator: Orc
   );
 }
 
-async function endUnlessActive(stream: EventStream, keys: KeyLookup, keyId: string, log: FastifyBaseLogger): Promise<void> {
+/** Ends `stream` once its key is revoked (asked at each heartbeat). */
+export async function endUnlessActive(stream: EventStream, keys: KeyLookup, keyId: string, log: FastifyBaseLogger): Promise<void> {
   try {
     if (!(await keys.isActive(keyId))) stream.end();
   } catch (error) {

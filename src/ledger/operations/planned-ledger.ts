@@ -6,6 +6,7 @@
  * storage errors) and how it closes.
  */
 import type {
+  AppendLogsParams,
   AttemptKey,
   NewApiKey,
   StoredApiKey,
@@ -20,6 +21,7 @@ import type {
   ListJobsParams,
   OutboxClaimParams,
   OutboxSetAside,
+  ReadLogsParams,
   RecordProgressParams,
   RejectParams,
   ReleaseParams,
@@ -38,6 +40,7 @@ import { grantLease } from './grant-lease.js';
 import { outboxClaim, outboxMarkSent, outboxStats, outboxTake, outboxUnclaim } from './outbox.js';
 import type { OperationEnv, Plan } from './plan.js';
 import { countJobsByState, getAttempts, getJob, listJobs } from './queries.js';
+import { appendLogs, readLogs } from './logs.js';
 import { recordProgress } from './record-progress.js';
 import { reject } from './reject.js';
 import { release } from './release.js';
@@ -159,6 +162,12 @@ export abstract class PlannedLedger implements Ledger {
   }
   markUploadsRemoved(attempts: readonly AttemptKey[]) {
     return this.write('markUploadsRemoved', (env) => markUploadsRemoved(attempts, env));
+  }
+  appendLogs(params: AppendLogsParams) {
+    return this.write('appendLogs', (env) => appendLogs(params, env));
+  }
+  readLogs(params: ReadLogsParams) {
+    return this.read('readLogs', () => readLogs(params));
   }
   getJob(jobId: string, tenant?: string) {
     return this.read('getJob', () => getJob(jobId, tenant));

@@ -32,6 +32,7 @@ import type {
   WorkerReport,
 } from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
+import type { LogEntry } from '../../wire/logs.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
 /** The live lease a statement is keyed to. */
@@ -305,6 +306,47 @@ export interface LedgerStatements {
 
   /** Closes the open grants of `attempts`: closed at now, with `outcome`. */
   closeUploadGrants(params: { attempts: readonly AttemptKey[]; now: number; outcome: UploadGrantOutcome }): void;
+
+  // Job logs: per attempt, a summary row and its chunks (one per batch of lines, head or tail).
+
+  /** The attempt's log summary, or undefined when it has logged nothing. */
+  selectLogSummary(params: AttemptKey): LogSummary | undefined;
+
+  /** Inserts the attempt's log summary, or replaces every counter of the one there. */
+  upsertLogSummary(params: LogSummary & { now: number }): void;
+
+  /** One chunk of the attempt's log: `lines` as the JSON text of its entries. */
+  insertLogChunk(params: AttemptKey & { seq: number; section: LogSection; bytes: number; lineCount: number; lines: string }): void;
+
+  /** The first `limit` tail chunks of the attempt, oldest first: their sequence numbers and sizes, not their lines. */
+  selectOldestTailChunks(params: AttemptKey & { limit: number }): Array<{ seq: number; bytes: number; lineCount: number }>;
+
+  /** Deletes the attempt's tail chunks up to and including sequence number `throughSeq`. */
+  deleteTailChunks(params: AttemptKey & { throughSeq: number }): void;
+
+  /** The attempt's chunks after sequence number `afterSeq`, in order, their lines parsed. */
+  selectLogChunks(params: AttemptKey & { afterSeq: number }): LogChunk[];
+}
+
+/** A chunk of an attempt's log is of its head (the first logHeadBytes, kept for good) or of its tail (pruned from the oldest). */
+export type LogSection = 'head' | 'tail';
+
+/** What a ledger keeps of an attempt's log besides its lines: where the head ends and what was dropped. */
+export interface LogSummary extends AttemptKey {
+  headBytes: number;
+  /** A line did not fit in the head: every later line goes to the tail. */
+  headClosed: boolean;
+  tailBytes: number;
+  droppedBytes: number;
+  droppedLines: number;
+  nextSeq: number;
+}
+
+export interface LogChunk {
+  seq: number;
+  section: LogSection;
+  bytes: number;
+  lines: LogEntry[];
 }
 
 /** How an attempt's upload grant was closed: its objects removed (it lost), or kept (it was delivered). */

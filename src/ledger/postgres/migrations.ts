@@ -243,4 +243,39 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 10,
+    name: 'job logs',
+    sql: `
+      -- Each attempt's log (issue 14): its lines in chunks, one per batch a worker sent, of
+      -- its head (the first 64 KiB, kept) or its tail (the oldest pruned past 1 MiB), and a
+      -- summary row with where the head ends and what was dropped. Pruning deletes whole
+      -- chunks by key range, so keeping the tail never rewrites it.
+      CREATE TABLE attempt_logs (
+        job_id        text    NOT NULL REFERENCES jobs (id),
+        attempt       integer NOT NULL,
+        head_bytes    bigint  NOT NULL,
+        head_closed   boolean NOT NULL,
+        tail_bytes    bigint  NOT NULL,
+        dropped_bytes bigint  NOT NULL,
+        dropped_lines bigint  NOT NULL,
+        next_seq      integer NOT NULL,
+        updated_at    bigint  NOT NULL,
+        PRIMARY KEY (job_id, attempt)
+      );
+      CREATE TABLE log_chunks (
+        job_id     text    NOT NULL,
+        attempt    integer NOT NULL,
+        seq        integer NOT NULL,
+        section    text    NOT NULL CHECK (section IN ('head', 'tail')),
+        bytes      bigint  NOT NULL,
+        line_count integer NOT NULL,
+        lines      text    NOT NULL,
+        PRIMARY KEY (job_id, attempt, seq)
+      );
+
+      -- The last lines of a failed attempt's log, as its worker put them in the error (error.logTail).
+      ALTER TABLE jobs ADD COLUMN error_log_tail text;
+    `,
+  },
 ];

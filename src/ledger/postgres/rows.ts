@@ -34,6 +34,7 @@ export interface JobRow {
   error_class: SerializedError['class'] | null;
   error_code: string | null;
   error_message: string | null;
+  error_log_tail: string | null;
   created_at: number;
   updated_at: number;
   started_at: number | null;
@@ -76,7 +77,15 @@ export function toJob(row: JobRow): Job {
     progressMessage: row.progress_message,
     result: row.result,
     failureReason: row.failure_reason,
-    error: row.error_class === null ? null : { class: row.error_class, code: row.error_code ?? '', message: row.error_message ?? '' },
+    error:
+      row.error_class === null
+        ? null
+        : {
+            class: row.error_class,
+            code: row.error_code ?? '',
+            message: row.error_message ?? '',
+            ...(row.error_log_tail === null ? {} : { logTail: row.error_log_tail }),
+          },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     startedAt: row.started_at,

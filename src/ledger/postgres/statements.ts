@@ -7,7 +7,18 @@
  */
 import type { ApiKeyRecord, AttemptKey, AttemptRecord, FleetRecord, Job, KeyIdentity, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LeaseExpectation, OutboxRowRef } from '../operations/statements.js';
+import type {
+  AttemptGuard,
+  DecidedUploadGrant,
+  DueRedispatch,
+  ExpiredLease,
+  LeaseExpectation,
+  LogChunk,
+  LogSection,
+  LogSummary,
+  OutboxRowRef,
+} from '../operations/statements.js';
+import type { LogEntry } from '../../wire/logs.js';
 import type { JobState } from '../states.js';
 import { apiKeyColumns, apiKeyValues, type ApiKeyRow, toApiKeyRecord, toKeyIdentity } from '../shared/api-key-rows.js';
 import type { PgContext } from './context.js';
@@ -62,7 +73,7 @@ const finishAttempt = (expect: LeaseExpectation) => `UPDATE jobs SET state = 'fi
     lease_deadline = NULL, progress = 1, ended_at = $4, updated_at = $4
   WHERE ${attemptGuard(expect)}`;
 const failAttempt = (expect: LeaseExpectation) => `UPDATE jobs SET state = 'failed', failure_reason = $6, error_class = $7,
-    error_code = $8, error_message = $9, lease_token = NULL, lease_deadline = NULL, ended_at = $4, updated_at = $4
+    error_code = $8, error_message = $9, error_log_tail = $10, lease_token = NULL, lease_deadline = NULL, ended_at = $4, updated_at = $4
   WHERE ${attemptGuard(expect)}`;
 const requeueAttempt = (expect: LeaseExpectation) => `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = $6,
     redispatch_at = $7, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
@@ -140,6 +151,19 @@ const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM
   ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
+
+const selectLogSummary = 'SELECT * FROM attempt_logs WHERE job_id = $1 AND attempt = $2';
+const upsertLogSummary = `INSERT INTO attempt_logs (job_id, attempt, head_bytes, head_closed, tail_bytes, dropped_bytes,
+    dropped_lines, next_seq, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+  ON CONFLICT (job_id, attempt) DO UPDATE SET head_bytes = excluded.head_bytes, head_closed = excluded.head_closed,
+    tail_bytes = excluded.tail_bytes, dropped_bytes = excluded.dropped_bytes, dropped_lines = excluded.dropped_lines,
+    next_seq = excluded.next_seq, updated_at = excluded.updated_at`;
+const insertLogChunk = `INSERT INTO log_chunks (job_id, attempt, seq, section, bytes, line_count, lines) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
+const selectOldestTailChunks = `SELECT seq, bytes, line_count FROM log_chunks
+  WHERE job_id = $1 AND attempt = $2 AND section = 'tail' ORDER BY seq LIMIT $3`;
+const deleteTailChunks = `DELETE FROM log_chunks WHERE job_id = $1 AND attempt = $2 AND section = 'tail' AND seq <= $3`;
+const selectLogChunks = `SELECT seq, section, bytes, lines FROM log_chunks WHERE job_id = $1 AND attempt = $2 AND seq > $3 ORDER BY seq`;
 
 const upsertUploadGrant = `INSERT INTO upload_grants (job_id, attempt, signed_at, valid_until) VALUES ($1, $2, $3, $4)
   ON CONFLICT (job_id, attempt) DO UPDATE SET valid_until = GREATEST(upload_grants.valid_until, excluded.valid_until)`;
@@ -222,7 +246,7 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   async failAttempt(p: Params<'failAttempt'>): Promise<boolean> {
-    return (await this.ctx.run(exits[p.expect].fail, [...guard(p), p.reason, p.error.class, p.error.code, p.error.message])) === 1;
+    return (await this.ctx.run(exits[p.expect].fail, [...guard(p), p.reason, p.error.class, p.error.code, p.error.message, p.error.logTail ?? null])) === 1;
   }
 
   async requeueAttempt(p: Params<'requeueAttempt'>): Promise<boolean> {
@@ -409,6 +433,53 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async closeUploadGrants({ attempts, now, outcome }: Params<'closeUploadGrants'>): Promise<void> {
     await this.ctx.run(closeUploadGrants, [...attemptArrays(attempts), now, outcome]);
+  }
+
+  async selectLogSummary({ jobId, attempt }: Params<'selectLogSummary'>): Promise<LogSummary | undefined> {
+    const row = await this.ctx.row<{
+      job_id: string;
+      attempt: number;
+      head_bytes: number;
+      head_closed: boolean;
+      tail_bytes: number;
+      dropped_bytes: number;
+      dropped_lines: number;
+      next_seq: number;
+    }>(selectLogSummary, [jobId, attempt]);
+    return (
+      row && {
+        jobId: row.job_id,
+        attempt: row.attempt,
+        headBytes: Number(row.head_bytes),
+        headClosed: row.head_closed,
+        tailBytes: Number(row.tail_bytes),
+        droppedBytes: Number(row.dropped_bytes),
+        droppedLines: Number(row.dropped_lines),
+        nextSeq: row.next_seq,
+      }
+    );
+  }
+
+  async upsertLogSummary(p: Params<'upsertLogSummary'>): Promise<void> {
+    await this.ctx.run(upsertLogSummary, [p.jobId, p.attempt, p.headBytes, p.headClosed, p.tailBytes, p.droppedBytes, p.droppedLines, p.nextSeq, p.now]);
+  }
+
+  async insertLogChunk(p: Params<'insertLogChunk'>): Promise<void> {
+    await this.ctx.run(insertLogChunk, [p.jobId, p.attempt, p.seq, p.section, p.bytes, p.lineCount, p.lines]);
+  }
+
+  async selectOldestTailChunks(p: Params<'selectOldestTailChunks'>): Promise<Array<{ seq: number; bytes: number; lineCount: number }>> {
+    const rows = await this.ctx.rows<{ seq: number; bytes: number; line_count: number }>(selectOldestTailChunks, [p.jobId, p.attempt, p.limit]);
+    return rows.map((r) => ({ seq: r.seq, bytes: Number(r.bytes), lineCount: r.line_count }));
+  }
+
+  async deleteTailChunks(p: Params<'deleteTailChunks'>): Promise<void> {
+    await this.ctx.run(deleteTailChunks, [p.jobId, p.attempt, p.throughSeq]);
+  }
+
+  async selectLogChunks(p: Params<'selectLogChunks'>): Promise<LogChunk[]> {
+    const rows = await this.ctx.rows<{ seq: number; section: LogSection; bytes: number; lines: string }>(selectLogChunks, [p.jobId, p.attempt, p.afterSeq]);
+    return rows.map((r) => ({ seq: r.seq, section: r.section, bytes: Number(r.bytes), lines: JSON.parse(r.lines) as LogEntry[] }));
   }
 }
 

@@ -10,7 +10,8 @@
  * JSON values (input, requires, result, whole errors in the history) are kept as JSON text,
  * where a NUL is the escape `\u0000`, and round-trip unchanged.
  */
-import { boundedStack, isSerializedError, type SerializedError } from '../../core/errors.js';
+import { boundedLogTail, boundedStack, isSerializedError, type SerializedError } from '../../core/errors.js';
+import { maxLogLineChars, type LogEntry } from '../../wire/logs.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
 import type { LedgerConfig, ListJobsParams, ReleaseParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
 import { JobState } from '../states.js';
@@ -41,12 +42,45 @@ export function recordableText(text: string): string {
 export function recordableError(error: SerializedError): SerializedError {
   refuseNul('error code', error.code);
   const stack = typeof error.stack === 'string' ? recordableText(boundedStack(error.stack)) : undefined;
+  const logTail = typeof error.logTail === 'string' ? recordableText(boundedLogTail(error.logTail)) : undefined;
   const messageChanges = typeof error.message === 'string' && error.message.includes(NUL);
-  if (!messageChanges && stack === error.stack) return error;
+  if (!messageChanges && stack === error.stack && logTail === error.logTail) return error;
   const recordable: SerializedError = { ...error, message: messageChanges ? recordableText(error.message) : error.message };
   if (stack === undefined) delete recordable.stack;
   else recordable.stack = stack;
+  if (logTail === undefined) delete recordable.logTail;
+  else recordable.logTail = logTail;
   return recordable;
+}
+
+const logStreams = new Set(['stdout', 'stderr', 'log']);
+
+/**
+ * Log lines as the ledger keeps them: each checked for its shape (invalid_input naming the
+ * line otherwise), its message cut at maxLogLineChars and each NUL replaced, as in any free
+ * text job code wrote. Fields are JSON, kept as given.
+ */
+export function recordableLogLines(lines: readonly LogEntry[]): LogEntry[] {
+  const given: unknown = lines;
+  if (!Array.isArray(given)) throw invalid('lines must be a list');
+  return (given as unknown[]).map((value, i): LogEntry => {
+    if (typeof value !== 'object' || value === null) throw invalid(`lines[${i}] must be an object`);
+    const line = value as Record<string, unknown>;
+    const { at, stream, message, fields } = line;
+    if (typeof at !== 'number' || !Number.isSafeInteger(at) || at < 0) throw invalid(`lines[${i}].at must be a time in milliseconds`);
+    if (typeof stream !== 'string' || !logStreams.has(stream)) throw invalid(`lines[${i}].stream must be stdout, stderr or log`);
+    if (typeof message !== 'string') throw invalid(`lines[${i}].message must be a string`);
+    if (fields !== undefined && (typeof fields !== 'object' || fields === null || Array.isArray(fields))) {
+      throw invalid(`lines[${i}].fields must be an object when given`);
+    }
+    const kept = recordableText(message.length > maxLogLineChars ? message.slice(0, maxLogLineChars) : message);
+    return {
+      at,
+      stream: stream as LogEntry['stream'],
+      message: kept,
+      ...(fields === undefined ? {} : { fields: fields as Record<string, unknown> }),
+    };
+  });
 }
 
 /** A submission checked and normalised: input and requires as JSON text, requires sorted and unique. */

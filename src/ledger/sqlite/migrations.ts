@@ -232,4 +232,39 @@ export const migrations: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 10,
+    name: 'job logs',
+    sql: `
+      -- Each attempt's log (issue 14): its lines in chunks, one per batch a worker sent, of
+      -- its head (the first 64 KiB, kept) or its tail (the oldest pruned past 1 MiB), and a
+      -- summary row with where the head ends and what was dropped. Pruning deletes whole
+      -- chunks by key range, so keeping the tail never rewrites it.
+      CREATE TABLE attempt_logs (
+        job_id        TEXT    NOT NULL REFERENCES jobs (id),
+        attempt       INTEGER NOT NULL,
+        head_bytes    INTEGER  NOT NULL,
+        head_closed   INTEGER NOT NULL CHECK (head_closed IN (0, 1)),
+        tail_bytes    INTEGER  NOT NULL,
+        dropped_bytes INTEGER  NOT NULL,
+        dropped_lines INTEGER  NOT NULL,
+        next_seq      INTEGER NOT NULL,
+        updated_at    INTEGER  NOT NULL,
+        PRIMARY KEY (job_id, attempt)
+      ) WITHOUT ROWID;
+      CREATE TABLE log_chunks (
+        job_id     TEXT    NOT NULL,
+        attempt    INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        section    TEXT    NOT NULL CHECK (section IN ('head', 'tail')),
+        bytes      INTEGER  NOT NULL,
+        line_count INTEGER NOT NULL,
+        lines      TEXT    NOT NULL,
+        PRIMARY KEY (job_id, attempt, seq)
+      );
+
+      -- The last lines of a failed attempt's log, as its worker put them in the error (error.logTail).
+      ALTER TABLE jobs ADD COLUMN error_log_tail TEXT;
+    `,
+  },
 ];

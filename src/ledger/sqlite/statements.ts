@@ -6,7 +6,18 @@
  */
 import type { ApiKeyRecord, AttemptKey, AttemptRecord, FleetRecord, Job, KeyIdentity, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
-import type { AttemptGuard, DecidedUploadGrant, DueRedispatch, ExpiredLease, LedgerStatements, OutboxRowRef } from '../operations/statements.js';
+import type {
+  AttemptGuard,
+  DecidedUploadGrant,
+  DueRedispatch,
+  ExpiredLease,
+  LedgerStatements,
+  LogChunk,
+  LogSection,
+  LogSummary,
+  OutboxRowRef,
+} from '../operations/statements.js';
+import type { LogEntry } from '../../wire/logs.js';
 import type { JobState } from '../states.js';
 import { apiKeyColumns, apiKeyValues, type ApiKeyRow, toApiKeyRecord, toKeyIdentity } from '../shared/api-key-rows.js';
 import type { SqliteContext } from './context.js';
@@ -44,8 +55,8 @@ const finishAttempt = `UPDATE jobs SET state = 'finished', result = @result, lea
     progress = 1, ended_at = @now, updated_at = @now
   WHERE ${attemptGuard}`;
 const failAttempt = `UPDATE jobs SET state = 'failed', failure_reason = @reason, error_class = @errorClass,
-    error_code = @errorCode, error_message = @errorMessage, lease_token = NULL, lease_deadline = NULL,
-    ended_at = @now, updated_at = @now
+    error_code = @errorCode, error_message = @errorMessage, error_log_tail = @errorLogTail, lease_token = NULL,
+    lease_deadline = NULL, ended_at = @now, updated_at = @now
   WHERE ${attemptGuard}`;
 const requeueAttempt = `UPDATE jobs SET state = 'queued', attempt = attempt + 1, not_before = @notBefore,
     redispatch_at = @redispatchAt, lease_token = NULL, lease_holder = NULL, lease_deadline = NULL,
@@ -121,6 +132,21 @@ const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
 
+const selectLogSummary = 'SELECT * FROM attempt_logs WHERE job_id = ? AND attempt = ?';
+const upsertLogSummary = `INSERT INTO attempt_logs (job_id, attempt, head_bytes, head_closed, tail_bytes, dropped_bytes,
+    dropped_lines, next_seq, updated_at)
+  VALUES (@jobId, @attempt, @headBytes, @headClosed, @tailBytes, @droppedBytes, @droppedLines, @nextSeq, @now)
+  ON CONFLICT (job_id, attempt) DO UPDATE SET head_bytes = excluded.head_bytes, head_closed = excluded.head_closed,
+    tail_bytes = excluded.tail_bytes, dropped_bytes = excluded.dropped_bytes, dropped_lines = excluded.dropped_lines,
+    next_seq = excluded.next_seq, updated_at = excluded.updated_at`;
+const insertLogChunk = `INSERT INTO log_chunks (job_id, attempt, seq, section, bytes, line_count, lines)
+  VALUES (@jobId, @attempt, @seq, @section, @bytes, @lineCount, @lines)`;
+const selectOldestTailChunks = `SELECT seq, bytes, line_count FROM log_chunks
+  WHERE job_id = @jobId AND attempt = @attempt AND section = 'tail' ORDER BY seq LIMIT @limit`;
+const deleteTailChunks = `DELETE FROM log_chunks WHERE job_id = @jobId AND attempt = @attempt AND section = 'tail' AND seq <= @throughSeq`;
+const selectLogChunks = `SELECT seq, section, bytes, lines FROM log_chunks
+  WHERE job_id = @jobId AND attempt = @attempt AND seq > @afterSeq ORDER BY seq`;
+
 const upsertUploadGrant = `INSERT INTO upload_grants (job_id, attempt, signed_at, valid_until) VALUES (@jobId, @attempt, @now, @validUntil)
   ON CONFLICT (job_id, attempt) DO UPDATE SET valid_until = MAX(valid_until, excluded.valid_until)`;
 const selectDecidedUploadGrants = `SELECT g.job_id, g.attempt, j.tenant, j.state, j.attempt AS job_attempt
@@ -191,8 +217,14 @@ export class SqliteStatements implements LedgerStatements {
   failAttempt(p: Params<'failAttempt'>): boolean {
     const { error } = p;
     return (
-      this.ctx.sql(failAttempt).run({ ...guard(p), reason: p.reason, errorClass: error.class, errorCode: error.code, errorMessage: error.message }).changes ===
-      1
+      this.ctx.sql(failAttempt).run({
+        ...guard(p),
+        reason: p.reason,
+        errorClass: error.class,
+        errorCode: error.code,
+        errorMessage: error.message,
+        errorLogTail: error.logTail ?? null,
+      }).changes === 1
     );
   }
 
@@ -372,6 +404,55 @@ export class SqliteStatements implements LedgerStatements {
   closeUploadGrants({ attempts, now, outcome }: Params<'closeUploadGrants'>): void {
     this.ctx.sql(closeUploadGrants).run({ attempts: attemptsJson(attempts), now, outcome });
   }
+
+  selectLogSummary({ jobId, attempt }: Params<'selectLogSummary'>): LogSummary | undefined {
+    const row = this.ctx.sql(selectLogSummary).get(jobId, attempt) as LogSummaryRow | undefined;
+    return (
+      row && {
+        jobId: row.job_id,
+        attempt: row.attempt,
+        headBytes: row.head_bytes,
+        headClosed: row.head_closed === 1,
+        tailBytes: row.tail_bytes,
+        droppedBytes: row.dropped_bytes,
+        droppedLines: row.dropped_lines,
+        nextSeq: row.next_seq,
+      }
+    );
+  }
+
+  upsertLogSummary(p: Params<'upsertLogSummary'>): void {
+    this.ctx.sql(upsertLogSummary).run({ ...p, headClosed: p.headClosed ? 1 : 0 });
+  }
+
+  insertLogChunk(p: Params<'insertLogChunk'>): void {
+    this.ctx.sql(insertLogChunk).run(p);
+  }
+
+  selectOldestTailChunks(p: Params<'selectOldestTailChunks'>): Array<{ seq: number; bytes: number; lineCount: number }> {
+    const rows = this.ctx.sql(selectOldestTailChunks).all(p) as Array<{ seq: number; bytes: number; line_count: number }>;
+    return rows.map((r) => ({ seq: r.seq, bytes: r.bytes, lineCount: r.line_count }));
+  }
+
+  deleteTailChunks(p: Params<'deleteTailChunks'>): void {
+    this.ctx.sql(deleteTailChunks).run(p);
+  }
+
+  selectLogChunks(p: Params<'selectLogChunks'>): LogChunk[] {
+    const rows = this.ctx.sql(selectLogChunks).all(p) as Array<{ seq: number; section: LogSection; bytes: number; lines: string }>;
+    return rows.map((r) => ({ seq: r.seq, section: r.section, bytes: r.bytes, lines: JSON.parse(r.lines) as LogEntry[] }));
+  }
+}
+
+interface LogSummaryRow {
+  job_id: string;
+  attempt: number;
+  head_bytes: number;
+  head_closed: number;
+  tail_bytes: number;
+  dropped_bytes: number;
+  dropped_lines: number;
+  next_seq: number;
 }
 
 function attemptsJson(attempts: readonly AttemptKey[]): string {

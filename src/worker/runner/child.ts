@@ -4,7 +4,7 @@
  */
 import { PermanentError, TransientError, serializeError } from '../../core/errors.js';
 import { isCommandJobType, loadJobTypeRegistry, type JobContext, type NodeJobType } from './job-type.js';
-import { describeValue } from './json-value.js';
+import { describeValue, findJsonProblem } from './json-value.js';
 import { ProgressThrottle } from './progress-throttle.js';
 import type { ChildConfig, ChildMessage, ParentMessage, RunTask } from './protocol.js';
 import { outcomeOfReturnedValue, type RunOutcome } from './run-outcome.js';
@@ -54,10 +54,17 @@ async function run(runId: number, task: RunTask): Promise<void> {
   // A command job type runs in a process of its own, never in here.
   const found = jobTypes.get(task.type);
   const jobType = found === undefined || isCommandJobType(found) ? undefined : found;
-  const outcome = jobType ? await runJob(jobType, createContext(task, controller.signal, throttle)) : unknownJobType(task.type, [...jobTypes.keys()]);
+  const log = (message: string, fields?: Record<string, unknown>) => {
+    // A log line after the job returned is of no attempt any more.
+    if (current?.runId === runId) send({ kind: 'log', runId, message, ...(fields === undefined ? {} : { fields }) });
+  };
+  const outcome = jobType ? await runJob(jobType, createContext(task, controller.signal, throttle, log)) : unknownJobType(task.type, [...jobTypes.keys()]);
   // Flushes the last progress report before the result, and drops any the job makes later.
   throttle.close();
   current = undefined;
+  // What the job printed is written out before its result leaves: a pipe write can wait in
+  // this process, and the attempt's log closes soon after the result arrives.
+  await flushOutput();
   send({ kind: 'result', runId, outcome });
 }
 
@@ -82,7 +89,12 @@ async function runJob(jobType: NodeJobType, ctx: JobContext): Promise<RunOutcome
   }
 }
 
-function createContext(task: RunTask, signal: AbortSignal, throttle: ProgressThrottle): JobContext {
+function createContext(
+  task: RunTask,
+  signal: AbortSignal,
+  throttle: ProgressThrottle,
+  log: (message: string, fields?: Record<string, unknown>) => void,
+): JobContext {
   return {
     input: task.input,
     scratchDir: task.scratchDir,
@@ -99,6 +111,14 @@ function createContext(task: RunTask, signal: AbortSignal, throttle: ProgressThr
         ...(message === undefined ? {} : { message: String(message) }),
       });
     },
+    log(message: string, fields?: Record<string, unknown>) {
+      if (fields !== undefined && (typeof fields !== 'object' || fields === null || Array.isArray(fields))) {
+        throw new TypeError(`log(message, fields) needs fields to be an object when given, got ${describeValue(fields)}`);
+      }
+      const problem = fields === undefined ? undefined : findJsonProblem(fields, 'fields');
+      if (problem !== undefined) throw new TypeError(`log(message, fields) needs plain JSON fields: ${problem}`);
+      log(String(message), fields);
+    },
   };
 }
 
@@ -111,6 +131,12 @@ function unknownJobType(type: string, known: string[]): RunOutcome {
 function crash(description: string, error: unknown): void {
   process.stderr.write(`${error instanceof Error && error.stack ? error.stack : description}\n`);
   send({ kind: 'crashing', message: description }, () => process.exit(CRASH_EXIT_CODE));
+}
+
+/** Resolves once everything written to stdout and stderr so far has left this process. */
+function flushOutput(): Promise<void> {
+  const flushed = (stream: NodeJS.WriteStream) => new Promise<void>((resolve) => stream.write('', () => resolve()));
+  return Promise.all([flushed(process.stdout), flushed(process.stderr)]).then(() => undefined);
 }
 
 /** Sends to the parent; a closed channel means the parent is gone, and 'disconnect' ends us anyway. */

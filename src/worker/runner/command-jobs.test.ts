@@ -80,7 +80,7 @@ jobTypes:
 function quietLogger(): RunnerLogger & { lines: string[] } {
   const lines: string[] = [];
   const keep = (_fields: object, message: string) => void lines.push(message);
-  return { lines, info: keep, warn: keep, error: keep };
+  return { lines, debug: keep, info: keep, warn: keep, error: keep };
 }
 
 function assertFailed(outcome: RunOutcome, errorClass: string, code: string): string {

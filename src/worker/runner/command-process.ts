@@ -117,7 +117,12 @@ export class CommandProcess {
       stdio: held ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;
-    const output = new ChildOutput(child, this.options.logger, () => task.jobId);
+    const output = new ChildOutput(
+      child,
+      this.options.logger,
+      () => task.jobId,
+      (stream, line) => hooks.onLog?.(stream, line),
+    );
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: NodeJS.ErrnoException }>((resolve) => {
       child.on('error', (error: NodeJS.ErrnoException) => {
         if (child.pid === undefined) resolve({ code: null, signal: null, spawnError: error });

@@ -18,6 +18,8 @@ const DRAIN_AFTER_EXIT_MS = 250;
 
 export interface RunHooks {
   onProgress(fraction: number, message?: string): void;
+  /** Each line the job's process printed (stdout, stderr) and each `ctx.log()` of its code. */
+  onLog?(stream: 'stdout' | 'stderr' | 'log', message: string, fields?: Record<string, unknown>): void;
   signal?: AbortSignal;
 }
 
@@ -64,6 +66,12 @@ export class JobProcess {
   private readonly child: ChildProcess;
   private readonly output: ChildOutput;
   private active: ActiveRun | undefined;
+  /**
+   * The hooks of the run that started last, kept after it ends: a line the job printed just
+   * before it returned may be read after its result arrived (a pipe and the IPC channel are
+   * read in no set order), and is still that run's. The next run takes over.
+   */
+  private lastHooks: RunHooks | undefined;
   private lastRunId = 0;
   private graceTimer: NodeJS.Timeout | undefined;
   private isReady = false;
@@ -84,7 +92,12 @@ export class JobProcess {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       serialization: 'json',
     });
-    this.output = new ChildOutput(this.child, options.logger, () => this.active?.task.jobId);
+    this.output = new ChildOutput(
+      this.child,
+      options.logger,
+      () => this.active?.task.jobId,
+      (stream, line) => this.lastHooks?.onLog?.(stream, line),
+    );
     const disconnected = once(this.child, 'disconnect').then(
       () => undefined,
       () => undefined,
@@ -161,6 +174,7 @@ export class JobProcess {
         },
       };
       this.active = run;
+      this.lastHooks = hooks;
       hooks.signal?.addEventListener('abort', onAbort, { once: true });
       if (deadline) {
         deadlineTimer = setTimeout(() => {
@@ -231,6 +245,9 @@ export class JobProcess {
         return;
       case 'progress':
         if (run?.runId === message.runId) this.reportProgress(run, message.fraction, message.message);
+        return;
+      case 'log':
+        if (run?.runId === message.runId) run.hooks.onLog?.('log', message.message, message.fields);
         return;
       case 'result':
         if (run?.runId !== message.runId) return;

@@ -23,6 +23,12 @@ export interface JobContext {
    * between at most once per interval. Reports made after the job returned are dropped.
    */
   progress(fraction: number, message?: string): void;
+  /**
+   * Adds a line to the attempt's log, beside what the job prints to stdout and stderr
+   * (`planrun logs <id>`), with `fields` (plain JSON) kept as they are. A line logged after
+   * the job returned is dropped.
+   */
+  log(message: string, fields?: Record<string, unknown>): void;
   /** Aborts when the worker wants the job to stop: the job should return or throw soon after. */
   signal: AbortSignal;
   jobId: string;

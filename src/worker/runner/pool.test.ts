@@ -33,7 +33,7 @@ after(async () => {
 function quietLogger(): RunnerLogger & { lines: string[] } {
   const lines: string[] = [];
   const keep = (_fields: object, message: string) => void lines.push(message);
-  return { lines, info: keep, warn: keep, error: keep };
+  return { lines, debug: keep, info: keep, warn: keep, error: keep };
 }
 
 function newPool(options: Partial<ConstructorParameters<typeof ProcessPool>[0]> = {}): ProcessPool {

@@ -36,6 +36,8 @@ export type ChildMessage =
   | { kind: 'ready' }
   | { kind: 'load_failed'; message: string }
   | { kind: 'progress'; runId: number; fraction: number; message?: string }
+  /** A `ctx.log(message, fields)` of the job's code. */
+  | { kind: 'log'; runId: number; message: string; fields?: Record<string, unknown> }
   | { kind: 'result'; runId: number; outcome: RunOutcome }
   /** Sent just before the child exits on an uncaught exception, so the outcome can say what it was. */
   | { kind: 'crashing'; message: string };
@@ -52,6 +54,12 @@ export function isChildMessage(value: unknown): value is ChildMessage {
       return typeof message.message === 'string';
     case 'progress':
       return typeof message.runId === 'number' && typeof message.fraction === 'number';
+    case 'log':
+      return (
+        typeof message.runId === 'number' &&
+        typeof message.message === 'string' &&
+        (message.fields === undefined || (typeof message.fields === 'object' && message.fields !== null && !Array.isArray(message.fields)))
+      );
     case 'result':
       return typeof message.runId === 'number' && typeof message.outcome === 'object' && message.outcome !== null;
     default:

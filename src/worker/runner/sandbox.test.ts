@@ -31,7 +31,7 @@ after(async () => {
 
 function quietLogger(): RunnerLogger {
   const ignore = () => undefined;
-  return { info: ignore, warn: ignore, error: ignore };
+  return { debug: ignore, info: ignore, warn: ignore, error: ignore };
 }
 
 function newPool(sandbox?: SandboxPolicy, options: Partial<ConstructorParameters<typeof ProcessPool>[0]> = {}): ProcessPool {

@@ -21,6 +21,7 @@ import { fenceConformance } from './fence.js';
 import { fleetConformance } from './fleet.js';
 import { grantConformance } from './grant.js';
 import type { Run } from './helpers.js';
+import { logsConformance } from './logs.js';
 import { nulConformance } from './nul.js';
 import { outboxConformance } from './outbox.js';
 import { progressConformance } from './progress.js';
@@ -57,5 +58,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     uploadGrantsConformance(run);
     fleetConformance(run);
     apiKeysConformance(run);
+    logsConformance(run);
   });
 }
