@@ -14,6 +14,7 @@ import { registerJobEventRoutes } from './routes/job-events.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOutputRoutes } from './routes/outputs.js';
+import { registerFailureRoutes, registerRedriveRoutes } from './routes/redrive.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { registerUploadRoutes } from './routes/uploads.js';
 import { defaultRateLimit, limitRequestsPerKey, type RateLimit } from './rate-limit.js';
@@ -105,8 +106,10 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         if (rateLimit !== 'off') await limitRequestsPerKey(submission, rateLimit);
         registerSubmitRoutes(submission, options.orchestrator, limits);
         registerUploadRoutes(submission, options.orchestrator);
+        registerRedriveRoutes(submission, options.orchestrator);
       });
       registerJobRoutes(v1, options.orchestrator);
+      registerFailureRoutes(v1, options.orchestrator);
       registerOutputRoutes(v1, options.orchestrator, options.outputDir);
       registerJobEventRoutes(v1, options.orchestrator, streams, options.keys);
       registerFleetRoutes(v1, options.orchestrator.fleet);

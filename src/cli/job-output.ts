@@ -24,7 +24,7 @@ export function attemptLabel(job: Pick<JobSummary, 'attempt' | 'maxAttempts'>): 
   return `attempt ${job.attempt}/${job.maxAttempts}`;
 }
 
-function shortTime(iso: string | null | undefined): string {
+export function shortTime(iso: string | null | undefined): string {
   if (!iso) return '-';
   const date = new Date(iso);
   return Number.isNaN(date.getTime())
@@ -85,6 +85,9 @@ export function formatJob(job: JobView): string {
     if (file?.sha256 !== undefined) lines.push(['', `${file.bytes} bytes  sha256 ${file.sha256}`]);
   }
   if (job.error) lines.push(['error', `${job.error.code} (${job.error.class}): ${job.error.message}`]);
+  // Absent from a server older than redrive.
+  if (job.retryOf) lines.push(['retry of', job.retryOf]);
+  if (job.retriedBy) lines.push(['retried', `as ${job.retriedBy}`]);
   const width = Math.max(...lines.map(([label]) => label.length));
   const out = lines.map(([label, value]) => `${label.padEnd(width)}  ${value}`);
   const attempts = job.attempts ?? [];

@@ -12,7 +12,18 @@ import {
   type ControlAnswer,
   type ControlBatchReply,
 } from '../control/protocol.js';
-import type { CancelResult, Job, JobChangeFeed, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import type {
+  CancelResult,
+  FailedJobFilter,
+  Job,
+  JobChangeFeed,
+  Ledger,
+  LedgerConfig,
+  RetriedJob,
+  RetryResult,
+  SubmitParams,
+  SubmitResult,
+} from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import type { S3OutputStore } from './object-store.js';
@@ -103,9 +114,11 @@ export class Orchestrator {
   private readonly fleetRefresh: Loop;
   private changePoll: NodeJS.Timeout | undefined;
   private readonly topology: Topology;
+  private readonly clock: Clock;
 
   constructor(private readonly options: OrchestratorOptions) {
     const clock = options.clock ?? systemClock;
+    this.clock = clock;
     this.ledger = options.ledger;
     this.objectStore = options.objectStore;
     this.topology = options.topology ?? defaultTopology;
@@ -231,15 +244,48 @@ export class Orchestrator {
     const fleet = this.fleet.known();
     const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
     const routed: SubmitResult[] = [];
-    for (const result of results) {
-      routed.push(result.created ? { created: true, job: await this.route(result.job, fleet, declared) } : result);
-      if (result.created) {
-        this.metrics.jobSubmitted(result.job);
-        this.events.emit({ jobId: result.job.id, kind: 'state' });
-      }
-    }
+    for (const result of results) routed.push(result.created ? { created: true, job: await this.admit(result.job, fleet, declared) } : result);
     this.relay.notify();
     return routed;
+  }
+
+  /**
+   * Redrive: a new job made from a failed one of `tenant` (undefined: any tenant's, an
+   * admin), routed like a submission; a job retried before answers the job made from it.
+   */
+  async retry(jobId: string, tenant: string | undefined): Promise<RetryResult> {
+    const result = await this.options.ledger.retry({ jobId, ...(tenant === undefined ? {} : { tenant }) });
+    if (result.outcome !== 'retried' || !result.created) return result;
+    const job = await this.admit(result.job, this.fleet.known(), this.options.declaredFleet ?? { jobTypes: [], capabilities: [] });
+    this.relay.notify();
+    return { ...result, job };
+  }
+
+  /**
+   * Bulk redrive: retries every unretried failed job matching `filter` (cancelled ones left
+   * out) that ended before the call (unless `filter.endedBefore` says), `batch` jobs per
+   * ledger transaction, until none is left; answers the jobs made.
+   */
+  async retryFailed(filter: FailedJobFilter, batch = defaultRetryBatch): Promise<RetriedJob[]> {
+    // Jobs that fail while the redrive runs (its own new ones among them) wait for the next one.
+    const range = { endedBefore: filter.endedBefore ?? this.clock.now() };
+    const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
+    const all: RetriedJob[] = [];
+    for (;;) {
+      const retried = await this.options.ledger.retryMany({ ...filter, ...range, limit: batch });
+      const fleet = this.fleet.known();
+      for (const { retryOf, job } of retried) all.push({ retryOf, job: await this.admit(job, fleet, declared) });
+      this.relay.notify();
+      if (retried.length < batch) return all;
+    }
+  }
+
+  /** A job just made (submitted or retried): routed, counted and announced. */
+  private async admit(created: Job, fleet: readonly FleetMember[] | undefined, declared: DeclaredFleet): Promise<Job> {
+    const job = await this.route(created, fleet, declared);
+    this.metrics.jobSubmitted(created);
+    this.events.emit({ jobId: created.id, kind: 'state' });
+    return job;
   }
 
   private async route(job: Job, fleet: readonly FleetMember[] | undefined, declared: DeclaredFleet): Promise<Job> {
@@ -322,6 +368,9 @@ export class Orchestrator {
     }
   }
 }
+
+/** Failed jobs retried per ledger transaction by a bulk redrive. */
+export const defaultRetryBatch = 100;
 
 const unauthorized: ControlAnswer = {
   op: 'error',
