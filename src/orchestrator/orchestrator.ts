@@ -36,6 +36,7 @@ import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from 
 import { SubmitConsumer } from './submit-consumer.js';
 import { defaultStoreCleanupGraceMs, StoreCleaner, type StoreCleanupOptions } from './store-cleaner.js';
 import type { SubmitTenantSource } from './submit-tenant.js';
+import { RetentionPass, type RetentionOptions } from './retention.js';
 import { Sweeper } from './sweeper.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
@@ -60,6 +61,8 @@ export interface OrchestratorOptions {
   controlConcurrency?: number;
   /** Job types with a `type` label of their own in the metrics (default 100); the rest count as `_other`. */
   maxTypeLabels?: number;
+  /** Label the queued and running gauges with `tenant` too (`--metrics-tenant-label`; default off). */
+  metricsTenantLabel?: boolean;
   relay?: Partial<OutboxRelayOptions>;
   /**
    * While the ledger's change feed is down (several orchestrators on PostgreSQL), how
@@ -87,6 +90,10 @@ export interface OrchestratorOptions {
    * a grace of one hour, `--store-cleanup-grace`). Only with `objectStore`.
    */
   storeCleanup?: StoreCleanupOptions;
+  /** The retention pass (`--retain`): ended jobs older than `retainMs` are deleted with their outputs. Absent: never. */
+  retention?: RetentionOptions;
+  /** The folder store whose `<tenant>/<job>/` folders the retention pass removes with their jobs (the API's output folder). */
+  outputDir?: string;
 }
 
 /**
@@ -107,6 +114,8 @@ export class Orchestrator {
   readonly objectStore: S3OutputStore | undefined;
   /** Removes what losing attempts left in the object store, when there is one. */
   readonly storeCleaner: StoreCleaner | undefined;
+  /** Deletes ended jobs past the retention period, when there is one. */
+  readonly retention: RetentionPass | undefined;
   private readonly control: ControlHandler;
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
@@ -125,7 +134,9 @@ export class Orchestrator {
     this.fleet = new Fleet(clock, options.fleetWindowMs ?? Math.max(3 * options.leaseTtlMs, 60_000));
     const offered = (type: string) =>
       (options.declaredFleet?.jobTypes.includes(type) ?? false) || this.fleet.list().some((member) => member.jobTypes.includes(type));
-    this.metrics = new OrchestratorMetrics(options.ledger, clock, new TypeLabels(offered, options.maxTypeLabels ?? defaultMaxTypeLabels));
+    this.metrics = new OrchestratorMetrics(options.ledger, clock, new TypeLabels(offered, options.maxTypeLabels ?? defaultMaxTypeLabels), {
+      tenantLabel: options.metricsTenantLabel ?? false,
+    });
     this.control = new ControlHandler(
       options.ledger,
       this.fleet,
@@ -197,6 +208,19 @@ export class Orchestrator {
           { objectsRemoved: (n) => this.metrics.storeObjectsRemovedBy(n), uploadsAborted: (n) => this.metrics.storeUploadsAbortedBy(n) },
         )
       : undefined;
+    this.retention = options.retention
+      ? new RetentionPass(
+          options.ledger,
+          {
+            ...(options.outputDir === undefined ? {} : { outputDir: options.outputDir }),
+            ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+          },
+          options.logger.child({ part: 'retention' }),
+          clock,
+          options.retention,
+          (n) => this.metrics.jobsPruned(n),
+        )
+      : undefined;
   }
 
   async start(): Promise<void> {
@@ -226,6 +250,7 @@ export class Orchestrator {
     this.fleetRefresh.start();
     this.sweeper.start();
     this.storeCleaner?.start();
+    this.retention?.start();
     await this.submitConsumer.start();
   }
 
@@ -311,6 +336,7 @@ export class Orchestrator {
     await this.controlSubscription?.cancel();
     await this.sweeper.stop();
     await this.storeCleaner?.stop();
+    await this.retention?.stop();
     await this.relay.stop();
     await this.fleetRefresh.stop();
     await this.changeFeed?.close();
