@@ -65,24 +65,27 @@ export class OrchestratorMetrics {
         this.set((await ledger.countJobsByState()).running);
       },
     });
-    const outbox = { backlog: 0, oldestAge: 0 };
+    // prom-client collects every metric of a scrape at once: both gauges await one read.
+    let readingOutbox: ReturnType<Ledger['outboxStats']> | undefined;
+    const outboxStats = () =>
+      (readingOutbox ??= ledger.outboxStats().finally(() => {
+        readingOutbox = undefined;
+      }));
     new Gauge({
       name: 'planrun_outbox_backlog',
       help: 'Outbox messages due and not yet confirmed by the broker',
       registers: [this.registry],
       async collect() {
-        const stats = await ledger.outboxStats();
-        outbox.backlog = stats.unsent;
-        outbox.oldestAge = stats.oldestCreatedAt === null ? 0 : Math.max(0, (clock.now() - stats.oldestCreatedAt) / 1000);
-        this.set(outbox.backlog);
+        this.set((await outboxStats()).unsent);
       },
     });
     new Gauge({
       name: 'planrun_outbox_oldest_age_seconds',
       help: 'Age of the oldest unsent outbox message (0 when none)',
       registers: [this.registry],
-      collect() {
-        this.set(outbox.oldestAge);
+      async collect() {
+        const { oldestCreatedAt } = await outboxStats();
+        this.set(oldestCreatedAt === null ? 0 : Math.max(0, (clock.now() - oldestCreatedAt) / 1000));
       },
     });
     this.submitted = new Counter({ name: 'planrun_jobs_submitted_total', help: 'Jobs accepted', labelNames: ['type'], registers: [this.registry] });
