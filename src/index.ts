@@ -20,8 +20,12 @@ export { Client, type UploadedFile, type UploadOptions } from './client/client.j
 export { ApiErrorCode, PlanrunApiError, isPlanrunApiError, type PlanrunErrorCode } from './client/errors.js';
 export type {
   AttemptView,
+  BulkRetriedJob,
+  BulkRetryAnswer,
   ClientOptions,
   EventsOptions,
+  FailedJobsFilter,
+  FailureGroupView,
   FleetView,
   FleetWorker,
   JobEvent,
@@ -36,6 +40,7 @@ export type {
   LogStream,
   LogsOptions,
   ReconnectOptions,
+  RetriedJobView,
   SubmitOptions,
   SubmittedJob,
   TerminalJobView,

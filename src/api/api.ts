@@ -15,6 +15,7 @@ import { registerJobLogRoutes } from './routes/job-logs.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerOutputRoutes } from './routes/outputs.js';
+import { registerFailureRoutes, registerRedriveRoutes } from './routes/redrive.js';
 import { registerSubmitRoutes } from './routes/submit.js';
 import { registerUploadRoutes } from './routes/uploads.js';
 import { defaultRateLimit, limitRequestsPerKey, type RateLimit } from './rate-limit.js';
@@ -108,8 +109,10 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         if (rateLimit !== 'off') await limitRequestsPerKey(submission, rateLimit);
         registerSubmitRoutes(submission, options.orchestrator, limits);
         registerUploadRoutes(submission, options.orchestrator);
+        registerRedriveRoutes(submission, options.orchestrator);
       });
       registerJobRoutes(v1, options.orchestrator);
+      registerFailureRoutes(v1, options.orchestrator);
       registerOutputRoutes(v1, options.orchestrator, options.outputDir);
       registerJobEventRoutes(v1, options.orchestrator, streams, options.keys);
       registerJobLogRoutes(v1, options.orchestrator, streams, options.keys, options.logPollMs ?? 250);

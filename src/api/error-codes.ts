@@ -9,6 +9,8 @@ export const ApiErrorCode = {
   conflict: 'conflict',
   /** An `Idempotency-Key` seen before came with another body. */
   idempotencyConflict: 'idempotency_conflict',
+  /** `POST /v1/jobs/:id/retry` of a job that did not fail (queued, running or finished): only a failed (or cancelled) job can be retried. */
+  notFailed: 'not_failed',
   payloadTooLarge: 'payload_too_large',
   unsupportedMediaType: 'unsupported_media_type',
   unavailable: 'unavailable',

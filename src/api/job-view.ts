@@ -3,7 +3,7 @@
  * src/wire/jobs.ts, which declares them (and the response schemas) once for the API and
  * the client. Times become ISO 8601 strings.
  */
-import type { AttemptRecord, Job } from '../ledger/ledger.js';
+import type { AttemptRecord, Job, RetryLinks } from '../ledger/ledger.js';
 import type { AttemptView, JobSummary, JobView, SubmittedJob } from '../wire/jobs.js';
 import { withOutputFiles } from '../wire/outputs.js';
 
@@ -33,8 +33,8 @@ export function toJobSummary(job: Job): JobSummary {
   };
 }
 
-export function toJobView(job: Job, attempts: readonly AttemptRecord[]): JobView {
-  return { ...toJobSummary(job), attempts: attempts.map(toAttemptView) };
+export function toJobView(job: Job, attempts: readonly AttemptRecord[], links: RetryLinks): JobView {
+  return { ...toJobSummary(job), attempts: attempts.map(toAttemptView), retryOf: links.retryOf, retriedBy: links.retriedBy };
 }
 
 export function toSubmittedJob(job: Job, created: boolean): SubmittedJob {

@@ -24,7 +24,7 @@ export function attemptLabel(job: Pick<JobSummary, 'attempt' | 'maxAttempts'>): 
   return `attempt ${job.attempt}/${job.maxAttempts}`;
 }
 
-function shortTime(iso: string | null | undefined): string {
+export function shortTime(iso: string | null | undefined): string {
   if (!iso) return '-';
   const date = new Date(iso);
   return Number.isNaN(date.getTime())
@@ -87,6 +87,9 @@ export function formatJob(job: JobView): string {
   if (job.error) lines.push(['error', `${job.error.code} (${job.error.class}): ${job.error.message}`]);
   // The job's last words: with them a crash usually explains itself (all of it: planrun logs <id>).
   for (const [i, line] of (job.error?.logTail?.split('\n') ?? []).entries()) lines.push([i === 0 ? 'log tail' : '', line]);
+  // Absent from a server older than redrive.
+  if (job.retryOf) lines.push(['retry of', job.retryOf]);
+  if (job.retriedBy) lines.push(['retried', `as ${job.retriedBy}`]);
   const width = Math.max(...lines.map(([label]) => label.length));
   const out = lines.map(([label, value]) => `${label.padEnd(width)}  ${value}`);
   const attempts = job.attempts ?? [];

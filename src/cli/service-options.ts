@@ -1,8 +1,10 @@
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { formatDuration } from '../core/duration.js';
+import { defaultRetainMs } from '../orchestrator/retention.js';
 import { defaultRateLimit, formatRateLimit } from '../api/rate-limit.js';
 import { defaultLedgerConfig } from '../ledger/ledger.js';
 import { loadTenantMap, submitTenantSources, TenantMapError, type SubmitTenantSource } from '../orchestrator/submit-tenant.js';
-import { durationFlag, positiveIntOption, rateLimitOption, UsageError } from './options.js';
+import { durationFlag, durationOption, positiveIntOption, rateLimitOption, UsageError } from './options.js';
 
 /** Where `planrun orchestrator` and `planrun up` serve the HTTP API and the metrics. */
 export function addListenOptions(command: Command): Command {
@@ -11,11 +13,43 @@ export function addListenOptions(command: Command): Command {
     .option('--port <n>', 'the HTTP API port', positiveIntOption, 7700)
     .option('--metrics-port <n>', 'serve GET /metrics on this port, without a key (instead of on the API port, with one)', positiveIntOption)
     .option('--metrics-host <host>', 'where the --metrics-port listener listens', '127.0.0.1')
+    .option(
+      '--metrics-tenant-label',
+      'label the queued and running job gauges with tenant too (off: every tenant multiplies those series, and any key that reads /metrics on the API port sees tenant names)',
+    )
     .addOption(
       new Option('--rate-limit <rate>', 'submissions (POST /v1/jobs, /v1/jobs/batch, /v1/uploads) per API key, e.g. 100/s, 600/min; off for none')
         .argParser(rateLimitOption)
         .default(defaultRateLimit, formatRateLimit(defaultRateLimit)),
     );
+}
+
+export interface RetentionFlags {
+  retain: number | 'off';
+}
+
+function retainOption(value: string): number | 'off' {
+  if (value === 'off') return 'off';
+  const ms = durationOption(value);
+  if (ms <= 0) throw new InvalidArgumentError('expected a duration above 0 (e.g. 14d, 36h), or off');
+  return ms;
+}
+
+/** How long ended jobs are kept, the same on `planrun orchestrator` and `planrun up`. */
+export function addRetentionOptions(command: Command): Command {
+  return command.addOption(
+    new Option(
+      '--retain <duration>',
+      'delete ended jobs (their attempts and folder-store or S3 outputs; never before their result message went out) this long after they ended; off keeps them',
+    )
+      .argParser(retainOption)
+      .default(defaultRetainMs, formatDuration(defaultRetainMs)),
+  );
+}
+
+/** The retention pass the flags ask for, if any. */
+export function retainMsFrom(flags: RetentionFlags): { retainMs?: number } {
+  return flags.retain === 'off' ? {} : { retainMs: flags.retain };
 }
 
 /** The ledger's timing, the same on `planrun orchestrator` and `planrun up`. */

@@ -15,8 +15,10 @@ import { startApi, type ApiFixture } from '../../test/api/fixture.js';
 import { EmbeddedBroker } from '../broker/embedded.js';
 import { apiKey, apiUrl, talkingToApi } from '../cli/client-options.js';
 import { registerCancelCommand } from '../cli/commands/cancel.js';
+import { registerFailuresCommand } from '../cli/commands/failures.js';
 import { registerFleetCommand } from '../cli/commands/fleet.js';
 import { registerJobsCommand } from '../cli/commands/jobs.js';
+import { registerRetryCommand } from '../cli/commands/retry.js';
 import { registerStatusCommand } from '../cli/commands/status.js';
 import { registerSubmitCommand } from '../cli/commands/submit.js';
 import { registerWatchCommand } from '../cli/commands/watch.js';
@@ -421,6 +423,8 @@ describe('the client commands’ options, in process', () => {
     registerJobsCommand(program);
     registerCancelCommand(program);
     registerFleetCommand(program);
+    registerRetryCommand(program);
+    registerFailuresCommand(program);
     for (const command of program.commands) {
       const help = command.helpInformation();
       assert.match(help, new RegExp(`^Usage: planrun ${command.name()} `));
@@ -431,7 +435,79 @@ describe('the client commands’ options, in process', () => {
     }
     assert.deepEqual(
       program.commands.map((c) => c.name()),
-      ['submit', 'status', 'watch', 'jobs', 'cancel', 'fleet'],
+      ['submit', 'status', 'watch', 'jobs', 'cancel', 'fleet', 'retry', 'failures'],
     );
+  });
+});
+
+describe('planrun retry and planrun failures, against the real API', () => {
+  let broker: EmbeddedBroker;
+  let api: ApiFixture;
+  let client: Client;
+  let connection: string[];
+
+  before(async () => {
+    broker = new EmbeddedBroker();
+    api = await startApi(broker.connect());
+    await api.harness.startWorker(broker.connect(), { slots: 4 });
+    client = new Client({ url: api.url, key: api.acmeKey });
+    connection = ['--url', api.url, '--key', api.acmeKey];
+  });
+  after(async () => {
+    await api.close();
+    await broker.close();
+  });
+
+  const failedProbe = async (n: number) => {
+    const job = await client.submit('probe', { runLog: api.harness.runLog, ms: 1, fail: 'permanent', n });
+    assert.equal((await client.wait(job.id)).state, 'failed');
+    return job.id;
+  };
+
+  it('retry <id> prints the new job id; again, the same id, saying so; a job that did not fail exits 1; a bad call exits 2', async () => {
+    const id = await failedProbe(1);
+    const first = await planrun(['retry', id, ...connection]);
+    assert.equal(first.code, 0, first.stderr);
+    const newId = first.stdout.trim();
+    assert.equal(first.stdout, `${newId}\n`, 'stdout is the new id alone');
+    assert.equal((await client.get(newId)).retryOf, id);
+    const again = await planrun(['retry', id, ...connection]);
+    assert.deepEqual([again.code, again.stdout], [0, `${newId}\n`]);
+    assert.match(again.stderr, new RegExp(`job ${id} was retried before: its retry is ${newId}`));
+    const status = await planrun(['status', id, ...connection]);
+    assert.match(status.stdout, new RegExp(`retried +as ${newId}`));
+
+    const done = await client.submit('probe', { runLog: api.harness.runLog, ms: 1 });
+    await client.wait(done.id);
+    const notFailed = await planrun(['retry', done.id, ...connection]);
+    assert.equal(notFailed.code, 1);
+    assert.match(notFailed.stderr, new RegExp(`planrun: job ${done.id} is finished: only a failed or cancelled job can be retried`));
+    assert.equal((await planrun(['retry', 'no-such-job', ...connection])).code, 2);
+    const both = await planrun(['retry', id, '--failed', ...connection]);
+    assert.equal(both.code, 2);
+    assert.match(both.stderr, /leave out the job id/);
+    assert.equal((await planrun(['retry', ...connection])).code, 2);
+    assert.match((await planrun(['retry', id, '--code', 'x', ...connection])).stderr, /--code filters a bulk retry: add --failed/);
+    // The new job fails as the old one did, and waits in the holding area for the next test.
+    assert.equal((await client.wait(newId)).state, 'failed');
+  });
+
+  it('failures shows the holding area; retry --failed --type --code redrives a group, printing the new ids and how many', async () => {
+    // With the retry the test before made, which failed too.
+    const ids = [...(await client.failures()).map((g) => g.sampleJobId), await failedProbe(2), await failedProbe(3)];
+    const table = await planrun(['failures', ...connection]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /^TYPE +CODE +JOBS +FIRST +LAST +SAMPLE\nprobe +probe_permanent +3 /);
+    const bulk = await planrun(['retry', '--failed', '--type', 'probe', '--code', 'probe_permanent', ...connection]);
+    assert.equal(bulk.code, 0, bulk.stderr);
+    const made = lines(bulk.stdout);
+    assert.equal(made.length, 3);
+    assert.equal(bulk.stderr, 'retried 3 failed jobs\n');
+    assert.deepEqual((await Promise.all(made.map(async (id) => (await client.get(id)).retryOf))).sort(), [...ids].sort());
+    const none = await planrun(['retry', '--failed', '--type', 'probe', '--until', '2020-01-01T00:00:00Z', ...connection]);
+    assert.deepEqual([none.code, none.stdout, none.stderr], [0, '', 'retried 0 failed jobs\n']);
+    const badTime = await planrun(['retry', '--failed', '--since', 'last tuesday', ...connection]);
+    assert.equal(badTime.code, 2);
+    assert.match(badTime.stderr, /endedAfter must be an ISO 8601 time/);
   });
 });

@@ -12,8 +12,12 @@ import { ApiErrorCode, isPlanrunApiError, PlanrunApiError } from './errors.js';
 import { parseEventStream, type ServerSentEvent } from './sse.js';
 import {
   isTerminalState,
+  type BulkRetryAnswer,
   type ClientOptions,
   type EventsOptions,
+  type FailedJobsFilter,
+  type FailureGroupView,
+  type FailuresView,
   type FleetView,
   type JobEvent,
   type JobPage,
@@ -24,6 +28,7 @@ import {
   type LogsOptions,
   type OutputFile,
   type ReconnectOptions,
+  type RetriedJobView,
   type SubmitOptions,
   type SubmittedJob,
   type TerminalJobView,
@@ -330,6 +335,37 @@ export class Client {
     return this.request<JobView>('POST', `${jobPath(id)}/cancel`);
   }
 
+  /**
+   * Retries a failed (or cancelled) job as a new job, linked to it (`retryOf`); a job
+   * retried before answers the job its first retry made (`created: false`). A job that
+   * did not fail is refused with code `not_failed`.
+   */
+  async retry(id: string): Promise<RetriedJobView> {
+    return this.request<RetriedJobView>('POST', `${jobPath(id)}/retry`);
+  }
+
+  /**
+   * Retries every failed job (not retried yet, not cancelled) that matches every filter
+   * given; answers how many, and the jobs made. An admin key may name a `tenant` (else every tenant's).
+   */
+  async retryFailed(filter: FailedJobsFilter = {}): Promise<BulkRetryAnswer> {
+    const answer = await this.request<BulkRetryAnswer>('POST', '/v1/jobs/retry', {
+      body: { type: filter.type, code: filter.code, tenant: filter.tenant, ...timeRange(filter) },
+    });
+    if (!Array.isArray(answer?.jobs)) throw this.invalidResponse('/v1/jobs/retry', 'the answer has no jobs list');
+    return answer;
+  }
+
+  /** The holding area: failed jobs not retried yet, grouped by (type, error code), largest group first. */
+  async failures(filter: Omit<FailedJobsFilter, 'type' | 'code'> = {}): Promise<FailureGroupView[]> {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries({ ...timeRange(filter), tenant: filter.tenant })) if (value !== undefined) query.set(name, value);
+    const search = query.size > 0 ? `?${query.toString()}` : '';
+    const answer = await this.request<FailuresView>('GET', `/v1/failures${search}`);
+    if (!Array.isArray(answer?.groups)) throw this.invalidResponse('/v1/failures', 'the answer has no groups');
+    return answer.groups;
+  }
+
   /** The workers the orchestrator has heard from lately. */
   async fleet(): Promise<FleetView> {
     return this.request<FleetView>('GET', '/v1/fleet');
@@ -588,6 +624,15 @@ function parseJson(text: string): unknown {
 }
 
 /** Sleeps, or fails with the signal's own reason once it is aborted. */
+/** A filter's time range as the API takes it: ISO 8601 strings. */
+function timeRange(filter: Pick<FailedJobsFilter, 'endedAfter' | 'endedBefore'>): { endedAfter?: string; endedBefore?: string } {
+  const iso = (time: Date | string) => (typeof time === 'string' ? time : time.toISOString());
+  return {
+    ...(filter.endedAfter === undefined ? {} : { endedAfter: iso(filter.endedAfter) }),
+    ...(filter.endedBefore === undefined ? {} : { endedBefore: iso(filter.endedBefore) }),
+  };
+}
+
 async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   try {
     await sleep(ms, undefined, signal ? { signal } : undefined);

@@ -38,6 +38,8 @@ function job(state: JobSummary['state'], progress: number | null = null, attempt
     startedAt: state === 'queued' ? null : '2026-01-01T00:00:00.500Z',
     endedAt: state === 'finished' || state === 'failed' ? '2026-01-01T00:00:01.000Z' : null,
     attempts: [],
+    retryOf: null,
+    retriedBy: null,
   };
 }
 

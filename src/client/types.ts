@@ -8,6 +8,7 @@ import type { AttemptOutcomeView, FailureReasonView, JobEvent, JobLimits, JobRes
 
 export type { AttemptView, JobEvent, JobPage, JobState, JobSummary, JobView, SubmittedJob, TerminalJobState, TerminalJobView } from '../wire/jobs.js';
 export type { FleetView, FleetWorker } from '../wire/fleet.js';
+export type { BulkRetriedJob, BulkRetryAnswer, FailureGroupView, FailuresView, RetriedJobView } from '../wire/redrive.js';
 export type { OutputFile } from '../wire/outputs.js';
 
 /** Why a failed job failed (open: a newer server may name a reason this version does not). */
@@ -43,6 +44,19 @@ export interface ListOptions {
   type?: string;
   cursor?: string;
   limit?: number;
+}
+
+/** Which failed jobs a bulk retry takes (every filter given must match); times as Date or ISO 8601 strings. */
+export interface FailedJobsFilter {
+  type?: string;
+  /** The error code they failed with. */
+  code?: string;
+  /** Ended at or after. */
+  endedAfter?: Date | string;
+  /** Ended before (a bulk retry: the request's time when not given). */
+  endedBefore?: Date | string;
+  /** An admin key only: one tenant's (else every tenant's). */
+  tenant?: string;
 }
 
 export interface ClientOptions {

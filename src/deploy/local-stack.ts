@@ -41,6 +41,10 @@ export interface LocalStackOptions {
   objectStore?: S3OutputStore;
   /** How the object store's cleaner runs (default: a grace of one hour). */
   storeCleanup?: StoreCleanupOptions;
+  /** Delete ended jobs this long after they ended (`--retain`); absent: keep them. */
+  retainMs?: number;
+  /** Label the queued and running gauges with `tenant` too. */
+  metricsTenantLabel?: boolean;
   workers: number;
   slots: number;
   /** Extra job-types modules for the workers. */
@@ -127,6 +131,8 @@ export class LocalStack {
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
       ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
       ...(options.submitTenant ? { submitTenant: options.submitTenant } : {}),
+      ...(options.retainMs === undefined ? {} : { retainMs: options.retainMs }),
+      ...(options.metricsTenantLabel ? { metricsTenantLabel: true } : {}),
     });
     const key = await ensureLocalKey(service.keys, dataDir);
     saveLocalUrl(dataDir, service.url);

@@ -49,6 +49,10 @@ export interface OrchestratorServiceOptions {
   storeCleanup?: StoreCleanupOptions | undefined;
   /** The folder-store outputs `GET /v1/jobs/:id/outputs/:name` may stream from (default `<data-dir>/outputs`). */
   outputDir?: string;
+  /** Delete ended jobs (and their outputs there) this long after they ended (`--retain`); absent: keep them. */
+  retainMs?: number | undefined;
+  /** Label the queued and running gauges with `tenant` too (`--metrics-tenant-label`). */
+  metricsTenantLabel?: boolean | undefined;
 }
 
 /**
@@ -89,6 +93,7 @@ export class OrchestratorService {
     const keys = new KeyStore(ledger, {
       onUseNotRecorded: (error) => options.logger.warn({ err: error }, "could not record an API key's last use in the ledger; the next request tries again"),
     });
+    const outputDir = options.outputDir ?? join(options.dataDir, 'outputs');
     const orchestrator = new Orchestrator({
       ledger,
       broker: options.broker,
@@ -102,6 +107,8 @@ export class OrchestratorService {
       ...(options.objectStore ? { objectStore: options.objectStore } : {}),
       ...(options.uploadGraceMs === undefined ? {} : { uploadGraceMs: options.uploadGraceMs }),
       ...(options.storeCleanup ? { storeCleanup: options.storeCleanup } : {}),
+      ...(options.retainMs === undefined ? {} : { retention: { retainMs: options.retainMs }, outputDir }),
+      ...(options.metricsTenantLabel ? { metricsTenantLabel: true } : {}),
     });
     if (!options.fleetKey) {
       options.logger.warn('no fleet key (PLANRUN_FLEET_KEY): anyone who can publish to the broker is taken for a worker of this fleet; see docs/security.md');
@@ -120,7 +127,7 @@ export class OrchestratorService {
         broker: options.broker,
         logger: options.logger.child({ part: 'api' }),
         serveMetrics: metricsListener === undefined,
-        outputDir: options.outputDir ?? join(options.dataDir, 'outputs'),
+        outputDir,
         ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       });
       const url = await listen(api, 'the HTTP API', options);

@@ -97,7 +97,19 @@ describe('the README, run as written against planrun up', () => {
   });
 
   it('shows exactly the client commands this test runs', () => {
-    assert.deepEqual([...clientLines.keys()].sort(), ['cancel', 'demo', 'fleet', 'jobs', 'logs', 'status', 'submit', 'submit --file', 'watch']);
+    assert.deepEqual([...clientLines.keys()].sort(), [
+      'cancel',
+      'demo',
+      'failures',
+      'fleet',
+      'jobs',
+      'logs',
+      'retry',
+      'status',
+      'submit',
+      'submit --file',
+      'watch',
+    ]);
     assert.match(readmeLine('submit'), /^npx planrun submit transcode --input '\{\}' --wait /);
   });
 
@@ -185,6 +197,19 @@ describe('the README, run as written against planrun up', () => {
     for (const row of rows) assert.match(row, /^\S+ +2\/2 +\S*sleep\S* +\S+ +(just now|\d+ s ago)$/);
     await Promise.all(fillers.map((job) => client.cancel(job.id)));
     await Promise.all(fillers.map((job) => client.wait(job.id)));
+  });
+
+  it('failures shows a job no worker can run under its error code; retry makes a new job from it and prints its id', async () => {
+    const failed = await client.submit('no-such-type', {});
+    assert.equal((await client.wait(failed.id)).reason, 'unroutable');
+    const failures = sh(readmeLine('failures'));
+    assert.equal(failures.code, 0, failures.stderr);
+    assert.match(failures.stdout, new RegExp(`^no-such-type +unroutable +1 +.* ${failed.id}$`, 'm'));
+    const retried = sh(readmeLine('retry'), { '<id>': failed.id });
+    assert.equal(retried.code, 0, retried.stderr);
+    const newId = retried.stdout.trim();
+    assert.equal((await client.get(newId)).retryOf, failed.id);
+    assert.equal((await client.get(failed.id)).retriedBy, newId);
   });
 
   it('the curl lines submit (once per idempotency key), read the job, and stream its events to the end', async () => {

@@ -123,6 +123,43 @@ export interface Ledger {
   /** An attempt's log as kept, or the lines added after chunk `afterSeq` (see AttemptLogs). */
   readLogs(params: ReadLogsParams): Promise<AttemptLogs>;
   /**
+   * Redrive (issue 14): a new job (new id, queued@1, with its work message) made from a
+   * failed one of the tenant, with the same type, input, requirements, attempts and
+   * timeout, and linked both ways (`getRetryLinks`). The failed job is not touched: it
+   * keeps its failure and its one result message, and the new job gets its own. A job
+   * retried before answers the job made from it then (`created` false), so a repeated
+   * retry makes no second job. Cancelled jobs are failed jobs and can be retried too.
+   */
+  retry(params: RetryParams): Promise<RetryResult>;
+  /**
+   * One batch of a bulk redrive: up to `limit` failed jobs matching the filter that were
+   * never retried, oldest end first, each retried as `retry` does, in one transaction. A
+   * caller redrives everything by asking again until a batch comes back short. Jobs
+   * failed as cancelled are left out (someone meant them to stop); retry them one by one.
+   */
+  retryMany(params: RetryManyParams): Promise<RetriedJob[]>;
+  /** The job a job was made from by a retry, and the one a retry made from it, when there are. */
+  getRetryLinks(jobId: string): Promise<RetryLinks>;
+  /**
+   * The holding area: the failed jobs never retried (cancelled ones left out, as in
+   * retryMany), grouped by (type, error code), largest group first.
+   */
+  listFailureGroups(params: FailureGroupParams): Promise<FailureGroup[]>;
+  /** Queued and running jobs by (state, type, tenant), with the oldest due queued job of each: what the metrics scrape. */
+  countActiveJobs(): Promise<ActiveJobCount[]>;
+  /**
+   * Retention, step one: up to `limit` ended jobs that ended at `endedBefore` or earlier,
+   * earliest first, whose result message went out (no unsent outbox row) and whose upload
+   * records are closed (the store cleaner is done with them). Only reads.
+   */
+  findPrunableJobs(params: PrunableJobsParams): Promise<PrunableJob[]>;
+  /**
+   * Retention, step two: deletes those of `jobIds` still prunable as findPrunableJobs
+   * says, with every row that names them (shared/job-owned-rows.ts). Rows another
+   * transaction is deleting are skipped. Answers the ids it deleted.
+   */
+  pruneJobs(params: PruneJobsParams): Promise<string[]>;
+  /**
    * Tells `listener` of every job change committed through any process sharing this
    * ledger (issue 12: several orchestrators on one PostgreSQL database), by job id, soon
    * after its commit. Answers once the feed first connected or failed to (`interrupted`);
@@ -522,6 +559,85 @@ export interface UploadCleanupBatch {
   remove: UploadCleanup[];
   /** How many delivered attempts this batch closed as kept. */
   kept: number;
+}
+
+export interface RetryParams {
+  jobId: string;
+  /** The caller's tenant: another tenant's job is `unknown_job`. Absent: any tenant's (an admin). */
+  tenant?: string;
+}
+
+export type RetryResult =
+  { outcome: 'retried'; job: Job; retryOf: string; created: boolean } | { outcome: 'refused'; reason: 'unknown_job' | 'not_failed'; job?: Job };
+
+/** What a bulk redrive takes: failed jobs that match every filter given. */
+export interface FailedJobFilter {
+  /** Absent: every tenant's (an admin). */
+  tenant?: string;
+  type?: string;
+  /** The error code they failed with. */
+  code?: string;
+  /** Ended at or after (ms since the epoch). */
+  endedAfter?: number;
+  /** Ended before (ms since the epoch). */
+  endedBefore?: number;
+}
+
+export interface RetryManyParams extends FailedJobFilter {
+  /** At most this many jobs in the batch. */
+  limit: number;
+}
+
+export interface RetriedJob {
+  /** The failed job. */
+  retryOf: string;
+  /** The job made from it. */
+  job: Job;
+}
+
+export interface RetryLinks {
+  retryOf: string | null;
+  retriedBy: string | null;
+}
+
+export type FailureGroupParams = Pick<FailedJobFilter, 'tenant' | 'endedAfter' | 'endedBefore'>;
+
+export interface FailureGroup {
+  type: string;
+  code: string;
+  count: number;
+  firstEndedAt: number;
+  lastEndedAt: number;
+  /** One job of the group, to look at. */
+  sampleJobId: string;
+}
+
+export interface ActiveJobCount {
+  state: 'queued' | 'running';
+  type: string;
+  tenant: string;
+  count: number;
+  /** Queued: since when the longest-waiting job that is due (past its backoff) has been due; null when none is. Running: null. */
+  oldestDueSince: number | null;
+}
+
+export interface PrunableJobsParams {
+  endedBefore: number;
+  limit: number;
+}
+
+export interface PrunableJob {
+  id: string;
+  tenant: string;
+  state: JobState;
+  attempt: number;
+  result: JobResult | null;
+}
+
+export interface PruneJobsParams {
+  jobIds: readonly string[];
+  /** The same cut-off findPrunableJobs was given. */
+  endedBefore: number;
 }
 
 export interface ListJobsParams {

@@ -53,6 +53,8 @@ describe('orchestrator metrics', () => {
     const drained = (await harness.orchestrator.metrics.render()).body;
     assert.equal(sample(drained, 'planrun_outbox_backlog'), 0);
     assert.equal(sample(drained, 'planrun_outbox_oldest_age_seconds'), 0);
+    // Gauges by type: no tenant label unless asked for; a type whose jobs all ended reads 0.
+    assert.doesNotMatch(drained, /tenant=/);
   });
 
   it("a type no worker offers is counted as _other: another tenant's type names never become labels", async () => {
@@ -62,6 +64,51 @@ describe('orchestrator metrics', () => {
     assert.doesNotMatch(body, /secret-plan/);
     assert.equal(sample(body, 'planrun_jobs_submitted_total', '{type="_other"}'), 5);
     assert.equal(sample(body, 'planrun_jobs_submitted_total', '{type="probe"}'), 2, 'an offered type keeps its own label');
+  });
+});
+
+describe('queued and running jobs by type and tenant, and the lag', () => {
+  const broker = new EmbeddedBroker();
+  let harness: Harness;
+  before(async () => {
+    harness = await new Harness({ broker: broker.connect(), metricsTenantLabel: true }).start();
+  });
+  after(async () => {
+    await harness.close();
+    await broker.close();
+  });
+
+  it('count queued and running jobs by type and tenant, age the oldest due queued job per type, and read 0 once they are gone', async () => {
+    const worker = await harness.startWorker(broker.connect(), { slots: 1 });
+    await waitFor('the worker in the fleet', () => harness.orchestrator.fleet.list().length === 1);
+    const long = { ms: 60_000, runLog: harness.runLog };
+    const first = await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: long });
+    await waitFor('the first job to run', async () => (await harness.ledger.getJob(first.job.id))?.state === 'running');
+    const waiting = [
+      await harness.orchestrator.submit({ tenant: 'acme', type: 'probe', input: long }),
+      await harness.orchestrator.submit({ tenant: 'globex', type: 'probe', input: long }),
+    ];
+    let body = '';
+    await waitFor('the oldest queued job to have waited', async () => {
+      body = (await harness.orchestrator.metrics.render()).body;
+      return (sample(body, 'planrun_oldest_queued_age_seconds', '{type="probe"}') ?? 0) > 0;
+    });
+    assert.equal(sample(body, 'planrun_running_jobs', '{type="probe",tenant="acme"}'), 1);
+    assert.equal(sample(body, 'planrun_queued_jobs', '{type="probe",tenant="acme"}'), 1);
+    assert.equal(sample(body, 'planrun_queued_jobs', '{type="probe",tenant="globex"}'), 1);
+    const age = sample(body, 'planrun_oldest_queued_age_seconds', '{type="probe"}')!;
+    const waitedAtMost = (Date.now() - waiting[0]!.job.createdAt) / 1000;
+    assert.ok(age <= waitedAtMost, `the lag ${age} s is no more than the oldest job has waited (${waitedAtMost} s)`);
+    for (const { job } of [first, ...waiting]) await harness.orchestrator.cancel(job.id, job.tenant);
+    await worker.stop();
+    await waitFor('no job left queued or running', async () => {
+      const counts = await harness.ledger.countJobsByState();
+      return counts.queued + counts.running === 0;
+    });
+    const after = (await harness.orchestrator.metrics.render()).body;
+    assert.equal(sample(after, 'planrun_queued_jobs', '{type="probe",tenant="globex"}'), 0, 'a series with no jobs left reads 0');
+    assert.equal(sample(after, 'planrun_running_jobs', '{type="probe",tenant="acme"}'), 0);
+    assert.equal(sample(after, 'planrun_oldest_queued_age_seconds', '{type="probe"}'), 0);
   });
 });
 

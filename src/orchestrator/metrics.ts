@@ -1,10 +1,19 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Clock } from '../core/clock.js';
-import type { Job, Ledger } from '../ledger/ledger.js';
+import type { ActiveJobCount, Job, Ledger } from '../ledger/ledger.js';
 import { JobState } from '../ledger/states.js';
 import type { TypeLabels } from './type-labels.js';
 
 const secondsBuckets = [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14_400];
+
+export interface MetricsOptions {
+  /**
+   * Label the queued and running gauges with `tenant` too (`--metrics-tenant-label`).
+   * Off by default: every tenant multiplies those series, and on the API port any key
+   * reads `/metrics`, so tenant names would show to every tenant.
+   */
+  tenantLabel?: boolean;
+}
 
 /**
  * The orchestrator's Prometheus metrics. Counts of jobs by state and the outbox backlog
@@ -24,6 +33,7 @@ export class OrchestratorMetrics {
   private readonly runDuration: Histogram<'type' | 'outcome'>;
   private readonly storeObjectsRemoved: Counter;
   private readonly storeUploadsAborted: Counter;
+  private readonly pruned: Counter;
   /** When each live attempt was granted, to time its run; bounded, forgotten at settle. */
   private readonly grantedAt = new Map<string, number>();
 
@@ -31,8 +41,12 @@ export class OrchestratorMetrics {
     ledger: Ledger,
     private readonly clock: Clock,
     private readonly types: TypeLabels,
+    options: MetricsOptions = {},
   ) {
+    // prom-client's own names start with process_ (process_cpu_user_seconds_total): the
+    // prefix makes them planrun_process_..., never planrun_process_process_....
     collectDefaultMetrics({ register: this.registry, prefix: 'planrun_' });
+    this.registerActiveJobGauges(ledger, options.tenantLabel ?? false);
     new Gauge({
       name: 'planrun_jobs',
       help: 'Jobs in the ledger by state',
@@ -51,24 +65,27 @@ export class OrchestratorMetrics {
         this.set((await ledger.countJobsByState()).running);
       },
     });
-    const outbox = { backlog: 0, oldestAge: 0 };
+    // prom-client collects every metric of a scrape at once: both gauges await one read.
+    let readingOutbox: ReturnType<Ledger['outboxStats']> | undefined;
+    const outboxStats = () =>
+      (readingOutbox ??= ledger.outboxStats().finally(() => {
+        readingOutbox = undefined;
+      }));
     new Gauge({
       name: 'planrun_outbox_backlog',
       help: 'Outbox messages due and not yet confirmed by the broker',
       registers: [this.registry],
       async collect() {
-        const stats = await ledger.outboxStats();
-        outbox.backlog = stats.unsent;
-        outbox.oldestAge = stats.oldestCreatedAt === null ? 0 : Math.max(0, (clock.now() - stats.oldestCreatedAt) / 1000);
-        this.set(outbox.backlog);
+        this.set((await outboxStats()).unsent);
       },
     });
     new Gauge({
       name: 'planrun_outbox_oldest_age_seconds',
       help: 'Age of the oldest unsent outbox message (0 when none)',
       registers: [this.registry],
-      collect() {
-        this.set(outbox.oldestAge);
+      async collect() {
+        const { oldestCreatedAt } = await outboxStats();
+        this.set(oldestCreatedAt === null ? 0 : Math.max(0, (clock.now() - oldestCreatedAt) / 1000));
       },
     });
     this.submitted = new Counter({ name: 'planrun_jobs_submitted_total', help: 'Jobs accepted', labelNames: ['type'], registers: [this.registry] });
@@ -126,6 +143,86 @@ export class OrchestratorMetrics {
       help: 'Unfinished multipart uploads of attempts which lost, aborted after the cleanup grace',
       registers: [this.registry],
     });
+    this.pruned = new Counter({
+      name: 'planrun_jobs_pruned_total',
+      help: 'Ended jobs deleted by the retention pass (--retain), with their attempts and stored outputs',
+      registers: [this.registry],
+    });
+  }
+
+  /**
+   * Queued and running jobs by type (and tenant), and the lag: how long the oldest due
+   * queued job of each type has waited. One ledger read per scrape, through the partial
+   * index of active jobs, shared by the three gauges: prom-client collects every metric of
+   * a scrape at once, so the first to ask starts the read and the others await the same one.
+   */
+  private registerActiveJobGauges(ledger: Ledger, tenantLabel: boolean): void {
+    const clock = this.clock;
+    const types = this.types;
+    let reading: Promise<ActiveJobCount[]> | undefined;
+    const read = () =>
+      (reading ??= ledger.countActiveJobs().finally(() => {
+        reading = undefined;
+      }));
+    const labelNames = tenantLabel ? (['type', 'tenant'] as const) : (['type'] as const);
+    const labelsOf = (row: ActiveJobCount) => ({ type: types.of(row.type), ...(tenantLabel ? { tenant: row.tenant } : {}) });
+    // A series whose type (or tenant) has no such jobs left reads 0, not its last value:
+    // each gauge starts every scrape from 0 on every series it ever had.
+    const setCounts = async (gauge: Gauge<'type' | 'tenant'>, state: ActiveJobCount['state']) => {
+      const active = await read();
+      gauge.reset();
+      for (const labels of seen[state].values()) gauge.set(labels, 0);
+      for (const row of active.filter((r) => r.state === state)) {
+        const labels = labelsOf(row);
+        seen[state].set(JSON.stringify(labels), labels);
+        gauge.inc(labels, row.count);
+      }
+    };
+    const seen = { queued: new Map<string, Record<string, string>>(), running: new Map<string, Record<string, string>>() };
+    const agedTypes = new Set<string>();
+    new Gauge({
+      name: 'planrun_queued_jobs',
+      help: `Jobs waiting for a worker (due or in a backoff), by type${tenantLabel ? ' and tenant' : ''}`,
+      labelNames,
+      registers: [this.registry],
+      async collect() {
+        await setCounts(this, 'queued');
+      },
+    });
+    new Gauge({
+      name: 'planrun_running_jobs',
+      help: `Jobs a worker holds a lease on, by type${tenantLabel ? ' and tenant' : ''}`,
+      labelNames,
+      registers: [this.registry],
+      async collect() {
+        await setCounts(this, 'running');
+      },
+    });
+    new Gauge({
+      name: 'planrun_oldest_queued_age_seconds',
+      help: 'How long the longest-waiting queued job of each type has been due (past any backoff): how far behind the workers of that type are; 0 when none waits',
+      labelNames: ['type'],
+      registers: [this.registry],
+      async collect() {
+        const active = await read();
+        const now = clock.now();
+        const oldest = new Map<string, number>([...agedTypes].map((type) => [type, 0]));
+        for (const row of active) {
+          if (row.state !== 'queued') continue;
+          const type = types.of(row.type);
+          const age = row.oldestDueSince === null ? 0 : Math.max(0, (now - row.oldestDueSince) / 1000);
+          oldest.set(type, Math.max(oldest.get(type) ?? 0, age));
+        }
+        for (const [type, age] of oldest) {
+          agedTypes.add(type);
+          this.set({ type }, age);
+        }
+      },
+    });
+  }
+
+  jobsPruned(n: number): void {
+    this.pruned.inc(n);
   }
 
   storeObjectsRemovedBy(n: number): void {

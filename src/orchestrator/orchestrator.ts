@@ -12,7 +12,18 @@ import {
   type ControlAnswer,
   type ControlBatchReply,
 } from '../control/protocol.js';
-import type { CancelResult, Job, JobChangeFeed, Ledger, LedgerConfig, SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import type {
+  CancelResult,
+  FailedJobFilter,
+  Job,
+  JobChangeFeed,
+  Ledger,
+  LedgerConfig,
+  RetriedJob,
+  RetryResult,
+  SubmitParams,
+  SubmitResult,
+} from '../ledger/ledger.js';
 import { defaultTopology, type Topology } from '../topology.js';
 import { ControlHandler } from './control-handler.js';
 import type { S3OutputStore } from './object-store.js';
@@ -25,6 +36,7 @@ import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from 
 import { SubmitConsumer } from './submit-consumer.js';
 import { defaultStoreCleanupGraceMs, StoreCleaner, type StoreCleanupOptions } from './store-cleaner.js';
 import type { SubmitTenantSource } from './submit-tenant.js';
+import { RetentionPass, type RetentionOptions } from './retention.js';
 import { Sweeper } from './sweeper.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
@@ -49,6 +61,8 @@ export interface OrchestratorOptions {
   controlConcurrency?: number;
   /** Job types with a `type` label of their own in the metrics (default 100); the rest count as `_other`. */
   maxTypeLabels?: number;
+  /** Label the queued and running gauges with `tenant` too (`--metrics-tenant-label`; default off). */
+  metricsTenantLabel?: boolean;
   relay?: Partial<OutboxRelayOptions>;
   /**
    * While the ledger's change feed is down (several orchestrators on PostgreSQL), how
@@ -76,6 +90,10 @@ export interface OrchestratorOptions {
    * a grace of one hour, `--store-cleanup-grace`). Only with `objectStore`.
    */
   storeCleanup?: StoreCleanupOptions;
+  /** The retention pass (`--retain`): ended jobs older than `retainMs` are deleted with their outputs. Absent: never. */
+  retention?: RetentionOptions;
+  /** The folder store whose `<tenant>/<job>/` folders the retention pass removes with their jobs (the API's output folder). */
+  outputDir?: string;
 }
 
 /**
@@ -96,6 +114,8 @@ export class Orchestrator {
   readonly objectStore: S3OutputStore | undefined;
   /** Removes what losing attempts left in the object store, when there is one. */
   readonly storeCleaner: StoreCleaner | undefined;
+  /** Deletes ended jobs past the retention period, when there is one. */
+  readonly retention: RetentionPass | undefined;
   private readonly control: ControlHandler;
   private readonly submitConsumer: SubmitConsumer;
   private controlSubscription: Subscription | undefined;
@@ -103,16 +123,20 @@ export class Orchestrator {
   private readonly fleetRefresh: Loop;
   private changePoll: NodeJS.Timeout | undefined;
   private readonly topology: Topology;
+  private readonly clock: Clock;
 
   constructor(private readonly options: OrchestratorOptions) {
     const clock = options.clock ?? systemClock;
+    this.clock = clock;
     this.ledger = options.ledger;
     this.objectStore = options.objectStore;
     this.topology = options.topology ?? defaultTopology;
     this.fleet = new Fleet(clock, options.fleetWindowMs ?? Math.max(3 * options.leaseTtlMs, 60_000));
     const offered = (type: string) =>
       (options.declaredFleet?.jobTypes.includes(type) ?? false) || this.fleet.list().some((member) => member.jobTypes.includes(type));
-    this.metrics = new OrchestratorMetrics(options.ledger, clock, new TypeLabels(offered, options.maxTypeLabels ?? defaultMaxTypeLabels));
+    this.metrics = new OrchestratorMetrics(options.ledger, clock, new TypeLabels(offered, options.maxTypeLabels ?? defaultMaxTypeLabels), {
+      tenantLabel: options.metricsTenantLabel ?? false,
+    });
     this.control = new ControlHandler(
       options.ledger,
       this.fleet,
@@ -184,6 +208,19 @@ export class Orchestrator {
           { objectsRemoved: (n) => this.metrics.storeObjectsRemovedBy(n), uploadsAborted: (n) => this.metrics.storeUploadsAbortedBy(n) },
         )
       : undefined;
+    this.retention = options.retention
+      ? new RetentionPass(
+          options.ledger,
+          {
+            ...(options.outputDir === undefined ? {} : { outputDir: options.outputDir }),
+            ...(options.objectStore ? { objectStore: options.objectStore } : {}),
+          },
+          options.logger.child({ part: 'retention' }),
+          clock,
+          options.retention,
+          (n) => this.metrics.jobsPruned(n),
+        )
+      : undefined;
   }
 
   async start(): Promise<void> {
@@ -213,6 +250,7 @@ export class Orchestrator {
     this.fleetRefresh.start();
     this.sweeper.start();
     this.storeCleaner?.start();
+    this.retention?.start();
     await this.submitConsumer.start();
   }
 
@@ -231,15 +269,48 @@ export class Orchestrator {
     const fleet = this.fleet.known();
     const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
     const routed: SubmitResult[] = [];
-    for (const result of results) {
-      routed.push(result.created ? { created: true, job: await this.route(result.job, fleet, declared) } : result);
-      if (result.created) {
-        this.metrics.jobSubmitted(result.job);
-        this.events.emit({ jobId: result.job.id, kind: 'state' });
-      }
-    }
+    for (const result of results) routed.push(result.created ? { created: true, job: await this.admit(result.job, fleet, declared) } : result);
     this.relay.notify();
     return routed;
+  }
+
+  /**
+   * Redrive: a new job made from a failed one of `tenant` (undefined: any tenant's, an
+   * admin), routed like a submission; a job retried before answers the job made from it.
+   */
+  async retry(jobId: string, tenant: string | undefined): Promise<RetryResult> {
+    const result = await this.options.ledger.retry({ jobId, ...(tenant === undefined ? {} : { tenant }) });
+    if (result.outcome !== 'retried' || !result.created) return result;
+    const job = await this.admit(result.job, this.fleet.known(), this.options.declaredFleet ?? { jobTypes: [], capabilities: [] });
+    this.relay.notify();
+    return { ...result, job };
+  }
+
+  /**
+   * Bulk redrive: retries every unretried failed job matching `filter` (cancelled ones left
+   * out) that ended before the call (unless `filter.endedBefore` says), `batch` jobs per
+   * ledger transaction, until none is left; answers the jobs made.
+   */
+  async retryFailed(filter: FailedJobFilter, batch = defaultRetryBatch): Promise<RetriedJob[]> {
+    // Jobs that fail while the redrive runs (its own new ones among them) wait for the next one.
+    const range = { endedBefore: filter.endedBefore ?? this.clock.now() };
+    const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
+    const all: RetriedJob[] = [];
+    for (;;) {
+      const retried = await this.options.ledger.retryMany({ ...filter, ...range, limit: batch });
+      const fleet = this.fleet.known();
+      for (const { retryOf, job } of retried) all.push({ retryOf, job: await this.admit(job, fleet, declared) });
+      this.relay.notify();
+      if (retried.length < batch) return all;
+    }
+  }
+
+  /** A job just made (submitted or retried): routed, counted and announced. */
+  private async admit(created: Job, fleet: readonly FleetMember[] | undefined, declared: DeclaredFleet): Promise<Job> {
+    const job = await this.route(created, fleet, declared);
+    this.metrics.jobSubmitted(created);
+    this.events.emit({ jobId: created.id, kind: 'state' });
+    return job;
   }
 
   private async route(job: Job, fleet: readonly FleetMember[] | undefined, declared: DeclaredFleet): Promise<Job> {
@@ -265,6 +336,7 @@ export class Orchestrator {
     await this.controlSubscription?.cancel();
     await this.sweeper.stop();
     await this.storeCleaner?.stop();
+    await this.retention?.stop();
     await this.relay.stop();
     await this.fleetRefresh.stop();
     await this.changeFeed?.close();
@@ -322,6 +394,9 @@ export class Orchestrator {
     }
   }
 }
+
+/** Failed jobs retried per ledger transaction by a bulk redrive. */
+export const defaultRetryBatch = 100;
 
 const unauthorized: ControlAnswer = {
   op: 'error',

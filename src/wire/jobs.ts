@@ -94,6 +94,10 @@ export interface JobSummary {
 /** A job with its attempt history, as `GET /v1/jobs/:id` and cancel answer it. */
 export interface JobView extends JobSummary {
   attempts: AttemptView[];
+  /** The failed job this one was made from by a retry (`POST /v1/jobs/:id/retry`), or null. */
+  retryOf: string | null;
+  /** The job a retry made from this one, or null. */
+  retriedBy: string | null;
 }
 
 /** A job that has ended. */
@@ -234,6 +238,8 @@ export const attemptViewSchema = { type: 'object', required: allRequired(attempt
 const jobViewProperties = {
   ...summaryProperties,
   attempts: { type: 'array', items: attemptViewSchema },
+  retryOf: { type: ['string', 'null'], description: 'the failed job this one was made from by a retry, or null' },
+  retriedBy: { type: ['string', 'null'], description: 'the job a retry made from this one, or null' },
 } as const satisfies SchemaProperties<JobView>;
 
 export const jobViewSchema = { type: 'object', required: allRequired(jobViewProperties), properties: jobViewProperties } as const;

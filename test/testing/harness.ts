@@ -3,6 +3,7 @@
  * tests, on whatever Broker connections the test gives, under a topology prefix of its
  * own so tests never see each other's messages. Everything it starts, `close` stops.
  */
+import type { RetentionOptions } from '../../src/orchestrator/retention.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,6 +56,10 @@ export interface HarnessOptions {
   relay?: Partial<OutboxRelayOptions>;
   /** How often watched jobs are looked at while the ledger's change feed is down (the orchestrator's default unless given). */
   changePollMs?: number;
+  /** The retention pass (none unless given); it removes pruned jobs' folders from the harness's output folder. */
+  retention?: RetentionOptions;
+  /** Label the queued and running gauges with `tenant` too. */
+  metricsTenantLabel?: boolean;
 }
 
 export class Harness {
@@ -108,6 +113,8 @@ export class Harness {
       ...(this.options.uploadGraceMs === undefined ? {} : { uploadGraceMs: this.options.uploadGraceMs }),
       ...(this.options.storeCleanup ? { storeCleanup: this.options.storeCleanup } : {}),
       ...(this.options.submitTenant ? { submitTenant: this.options.submitTenant } : {}),
+      ...(this.options.retention ? { retention: this.options.retention, outputDir: this.outputRoot } : {}),
+      ...(this.options.metricsTenantLabel === undefined ? {} : { metricsTenantLabel: this.options.metricsTenantLabel }),
     });
     await orchestrator.start();
     this.closers.push(

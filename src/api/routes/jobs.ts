@@ -1,5 +1,5 @@
-import type { FastifyInstance } from 'fastify';
-import type { Job } from '../../ledger/ledger.js';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Job, Ledger } from '../../ledger/ledger.js';
 import type { JobState } from '../../ledger/states.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
 import { jobPageSchema, jobViewSchema, type JobPage, type JobView } from '../../wire/jobs.js';
@@ -34,16 +34,30 @@ interface ListQuery {
   tenant?: string;
 }
 
+/** A job as `GET /v1/jobs/:id` shows it: with its attempts and its retry links. */
+export async function jobDetail(ledger: Ledger, job: Job): Promise<JobView> {
+  const [attempts, links] = await Promise.all([ledger.getAttempts(job.id), ledger.getRetryLinks(job.id)]);
+  return toJobView(job, attempts, links);
+}
+
+/**
+ * For a POST that takes no body (cancel, retry): `curl -H 'Content-Type: application/json'
+ * -X POST` sends an empty one with that type, which the JSON parser would refuse, though
+ * there is nothing to parse.
+ */
+export async function acceptEmptyBody(request: FastifyRequest): Promise<void> {
+  if (Number(request.headers['content-length'] ?? 0) === 0 && !request.headers['transfer-encoding']) {
+    delete request.headers['content-type'];
+  }
+}
+
 /**
  * Reading, listing and cancelling jobs: a tenant key's own tenant's, where another
  * tenant's job is answered 404, as a missing one; an admin key's, every tenant's.
  */
 export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestrator): void {
   const { ledger } = orchestrator;
-
-  async function detail(job: Job): Promise<JobView> {
-    return toJobView(job, await ledger.getAttempts(job.id));
-  }
+  const detail = (job: Job) => jobDetail(ledger, job);
 
   scope.get<{ Params: { id: string } }>(
     '/jobs/:id',
@@ -94,13 +108,7 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         params: jobIdParams,
         response: { 200: jobViewSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema },
       },
-      // Cancel takes no body. `curl -H 'Content-Type: application/json' -X POST` sends an
-      // empty one with that type, which the JSON parser would refuse: there is nothing to parse.
-      onRequest: async (request) => {
-        if (Number(request.headers['content-length'] ?? 0) === 0 && !request.headers['transfer-encoding']) {
-          delete request.headers['content-type'];
-        }
-      },
+      onRequest: acceptEmptyBody,
     },
     async (request) => {
       // An admin cancels in the job's own tenant, which only the job tells.

@@ -8,7 +8,7 @@ import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
 import { amqpUrlFrom } from '../amqp-url.js';
 import { ledgerChoice, metricsListener, UsageError } from '../options.js';
-import { submitTenantFrom } from '../service-options.js';
+import { retainMsFrom, submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
@@ -57,6 +57,8 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
     submitTenant,
     objectStore,
     storeCleanup,
+    ...retainMsFrom(flags),
+    metricsTenantLabel: flags.metricsTenantLabel ?? false,
     ...metricsListener(flags),
     rateLimit: flags.rateLimit,
   });

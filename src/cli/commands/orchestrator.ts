@@ -4,9 +4,16 @@ import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { durationFlag } from '../options.js';
-import { addLedgerTimingOptions, addListenOptions, addSubmitTenantOptions, type SubmitTenantFlags } from '../service-options.js';
+import {
+  addLedgerTimingOptions,
+  addListenOptions,
+  addRetentionOptions,
+  addSubmitTenantOptions,
+  type RetentionFlags,
+  type SubmitTenantFlags,
+} from '../service-options.js';
 
-export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags {
+export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, RetentionFlags {
   brokerSocket?: string;
   consumerTimeout?: number;
   ledger?: string;
@@ -21,6 +28,7 @@ export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFl
   port: number;
   metricsHost: string;
   metricsPort?: number;
+  metricsTenantLabel?: boolean;
   rateLimit: RateLimit | 'off';
 }
 
@@ -54,5 +62,7 @@ export function registerOrchestratorCommand(program: Command): void {
       )
       .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun'),
   );
-  addSubmitTenantOptions(command).action(async (flags: OrchestratorFlags) => (await import('./orchestrator-action.js')).runOrchestrator(flags));
+  addSubmitTenantOptions(addRetentionOptions(command)).action(async (flags: OrchestratorFlags) =>
+    (await import('./orchestrator-action.js')).runOrchestrator(flags),
+  );
 }

@@ -9,7 +9,7 @@ import { amqpUrlFrom } from '../amqp-url.js';
 import { checkJobModules } from '../job-modules.js';
 import { describeSandbox, sandboxArgs, sandboxPolicy } from '../sandbox-options.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
-import { submitTenantFrom } from '../service-options.js';
+import { retainMsFrom, submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
 
@@ -40,6 +40,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
     submitTenant,
     ...(objectStore ? { objectStore } : {}),
     ...(storeCleanup ? { storeCleanup } : {}),
+    ...retainMsFrom(flags),
+    metricsTenantLabel: flags.metricsTenantLabel ?? false,
     workers: flags.workers,
     slots: flags.slots,
     jobs: flags.jobs ?? [],

@@ -3,16 +3,24 @@ import type { Command } from 'commander';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
-import { addLedgerTimingOptions, addListenOptions, addSubmitTenantOptions, type SubmitTenantFlags } from '../service-options.js';
+import {
+  addLedgerTimingOptions,
+  addListenOptions,
+  addRetentionOptions,
+  addSubmitTenantOptions,
+  type RetentionFlags,
+  type SubmitTenantFlags,
+} from '../service-options.js';
 import { addSandboxOptions, type SandboxFlags } from '../sandbox-options.js';
 
-export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, SandboxFlags {
+export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, SandboxFlags, RetentionFlags {
   ledger?: string;
   dataDir: string;
   host: string;
   port: number;
   metricsHost: string;
   metricsPort?: number;
+  metricsTenantLabel?: boolean;
   rateLimit: RateLimit | 'off';
   workers: number;
   slots: number;
@@ -55,5 +63,5 @@ export function registerUpCommand(program: Command): void {
       )
       .option('--prefix <name>', 'prefix of every queue and exchange name', 'planrun'),
   );
-  addSubmitTenantOptions(command).action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
+  addSubmitTenantOptions(addRetentionOptions(command)).action(async (flags: UpFlags) => (await import('./up-action.js')).runUp(flags));
 }

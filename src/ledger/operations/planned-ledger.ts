@@ -11,6 +11,7 @@ import type {
   NewApiKey,
   StoredApiKey,
   CancelParams,
+  FailureGroupParams,
   ClaimUploadCleanupsParams,
   GrantLeaseParams,
   HeartbeatParams,
@@ -22,9 +23,13 @@ import type {
   OutboxClaimParams,
   OutboxSetAside,
   ReadLogsParams,
+  PrunableJobsParams,
+  PruneJobsParams,
   RecordProgressParams,
   RejectParams,
   ReleaseParams,
+  RetryManyParams,
+  RetryParams,
   RenewLeasesParams,
   SettleParams,
   SubmitParams,
@@ -39,8 +44,11 @@ import { heartbeat, listFleet } from './fleet.js';
 import { grantLease } from './grant-lease.js';
 import { outboxClaim, outboxMarkSent, outboxStats, outboxTake, outboxUnclaim } from './outbox.js';
 import type { OperationEnv, Plan } from './plan.js';
-import { countJobsByState, getAttempts, getJob, listJobs } from './queries.js';
+import { listFailureGroups } from './failures.js';
 import { appendLogs, readLogs } from './logs.js';
+import { countActiveJobs, countJobsByState, getAttempts, getJob, listJobs } from './queries.js';
+import { getRetryLinks, retry, retryMany } from './redrive.js';
+import { findPrunableJobs, pruneJobs } from './retention.js';
 import { recordProgress } from './record-progress.js';
 import { reject } from './reject.js';
 import { release } from './release.js';
@@ -180,5 +188,26 @@ export abstract class PlannedLedger implements Ledger {
   }
   countJobsByState() {
     return this.read('countJobsByState', () => countJobsByState());
+  }
+  retry(params: RetryParams) {
+    return this.write('retry', (env) => retry(params, env));
+  }
+  retryMany(params: RetryManyParams) {
+    return this.write('retryMany', (env) => retryMany(params, env));
+  }
+  getRetryLinks(jobId: string) {
+    return this.read('getRetryLinks', () => getRetryLinks(jobId));
+  }
+  listFailureGroups(params: FailureGroupParams) {
+    return this.read('listFailureGroups', () => listFailureGroups(params));
+  }
+  countActiveJobs() {
+    return this.read('countActiveJobs', (env) => countActiveJobs(env));
+  }
+  findPrunableJobs(params: PrunableJobsParams) {
+    return this.read('findPrunableJobs', () => findPrunableJobs(params));
+  }
+  pruneJobs(params: PruneJobsParams) {
+    return this.write('pruneJobs', () => pruneJobs(params));
   }
 }

@@ -4,11 +4,11 @@
  * parameters, its cursor and the cut of a page are shared/input-validation.ts and
  * shared/job-listing.ts: invalid_input for a bad limit, state or cursor, or a NUL in a filter.
  */
-import type { AttemptRecord, Job, JobPage, ListJobsParams } from '../ledger.js';
+import type { ActiveJobCount, AttemptRecord, Job, JobPage, ListJobsParams } from '../ledger.js';
 import { validateListParams } from '../shared/input-validation.js';
 import { decodeCursor, jobPage } from '../shared/job-listing.js';
 import type { JobState } from '../states.js';
-import { run, type Plan } from './plan.js';
+import { run, type OperationEnv, type Plan } from './plan.js';
 
 /** The job, or undefined when there is none or it is another tenant's. */
 export function* getJob(jobId: string, tenant: string | undefined): Plan<Job | undefined> {
@@ -37,4 +37,8 @@ export function* countJobsByState(): Plan<Record<JobState, number>> {
   const result: Record<JobState, number> = { queued: 0, running: 0, finished: 0, failed: 0 };
   for (const { state, count } of yield* run('countJobsByState', {})) result[state] = count;
   return result;
+}
+
+export function* countActiveJobs({ now }: OperationEnv): Plan<ActiveJobCount[]> {
+  return yield* run('selectActiveJobCounts', { now });
 }

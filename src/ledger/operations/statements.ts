@@ -18,16 +18,21 @@
 import type { SerializedError } from '../../core/errors.js';
 import type {
   ApiKeyRecord,
+  ActiveJobCount,
   AttemptKey,
   AttemptRecord,
+  FailedJobFilter,
+  FailureGroup,
   FleetRecord,
   Job,
   KeyIdentity,
   OutboxKind,
   OutboxMessage,
   OutboxStats,
+  PrunableJob,
   ResultMessage,
   StoredApiKey,
+  RetryLinks,
   WorkMessage,
   WorkerReport,
 } from '../ledger.js';
@@ -217,6 +222,46 @@ export interface LedgerStatements {
   /** How many jobs are in each state (states with none may be left out). */
   countJobsByState(params: Record<string, never>): Array<{ state: JobState; count: number }>;
 
+  /**
+   * Queued and running jobs counted by (state, type, tenant), read through the partial
+   * index of active jobs; for queued ones also the least not_before among those due at
+   * now (not_before <= now), null when none is.
+   */
+  selectActiveJobCounts(params: { now: number }): ActiveJobCount[];
+
+  // Redrive and the holding area (issue 14). "Unretried failed jobs" below: state failed,
+  // failure_reason not cancelled, no job_retries row with their id as job_id; narrowed by
+  // each filter of FailedJobFilter not null (tenant, type, error_code = code,
+  // ended_at >= endedAfter, ended_at < endedBefore).
+
+  /** The retry links of a job: the job_id of the row whose retry_id it is, and the retry_id of the row whose job_id it is. */
+  selectRetryLinks(params: { jobId: string }): RetryLinks;
+
+  /** The link row (jobId retried by retryId, at now). */
+  insertRetryLink(params: { jobId: string; retryId: string; now: number }): void;
+
+  /**
+   * Up to `limit` unretried failed jobs matching `filter`, earliest ended_at first; where
+   * the database locks rows, locked, skipping those another transaction holds.
+   */
+  selectRetryCandidates(params: { filter: NullableFilter; limit: number }): Job[];
+
+  /** Unretried failed jobs matching `filter`, grouped by (type, error_code): counts, earliest and latest ended_at, the greatest id; largest first. */
+  selectFailureGroups(params: { filter: NullableFilter }): FailureGroup[];
+
+  // Retention.
+
+  /**
+   * Up to `limit` ended jobs (ended_at <= endedBefore), earliest ended first, with no
+   * unsent outbox row and no open upload grant, each one's id among `jobIds` when that is
+   * not null. Where the database locks rows, those of `jobIds` are locked, skipping those
+   * another transaction holds; a read of candidates (jobIds null) locks nothing.
+   */
+  selectPrunableJobs(params: { endedBefore: number; limit: number; jobIds: readonly string[] | null }): PrunableJob[];
+
+  /** Deletes the jobs `jobIds` and every row of shared/job-owned-rows.ts that names them. Answers how many job rows went. */
+  deleteJobs(params: { jobIds: readonly string[] }): number;
+
   // The sweep: due rows read through the partial indexes of what is due, and set-based
   // exits for the bulk of expired leases.
 
@@ -348,6 +393,9 @@ export interface LogChunk {
   bytes: number;
   lines: LogEntry[];
 }
+
+/** FailedJobFilter with every filter present, null when not given: what a statement binds. */
+export type NullableFilter = { [K in keyof FailedJobFilter]-?: Exclude<FailedJobFilter[K], undefined> | null };
 
 /** How an attempt's upload grant was closed: its objects removed (it lost), or kept (it was delivered). */
 export type UploadGrantOutcome = 'removed' | 'delivered';

@@ -80,7 +80,7 @@ function sameJob(existing: Job, valid: ValidSubmission, maxAttemptsGiven: boolea
 }
 
 /** The job as insertJob writes it (not read back: a bulk submit would read every row it wrote). */
-function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
+export function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
   return {
     id,
     tenant: valid.tenant,

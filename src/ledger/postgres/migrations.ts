@@ -278,4 +278,27 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN error_log_tail text;
     `,
   },
+  {
+    version: 11,
+    name: 'redrive, the holding area, metrics by type and retention',
+    sql: `
+      -- Redrive (issue 14): a new job made from a failed one names it here, so each keeps its
+      -- own result message and the old failure stays. job_id is the failed job (retried at
+      -- most once: the primary key), retry_id the job made from it. No foreign keys: the
+      -- retention pass prunes the older one first, and the newer keeps the id it was made
+      -- from; the row goes when the job made from it is pruned.
+      CREATE TABLE job_retries (
+        job_id     text   PRIMARY KEY,
+        retry_id   text   NOT NULL UNIQUE,
+        created_at bigint NOT NULL
+      );
+
+      -- Ended jobs by when they ended: the holding area's time range, the bulk redrive's,
+      -- and the retention pass's cut-off.
+      CREATE INDEX jobs_ended ON jobs (ended_at) WHERE ended_at IS NOT NULL;
+
+      -- Queued and running jobs by type and tenant, read by every metrics scrape.
+      CREATE INDEX jobs_active ON jobs (state, type, tenant, not_before) WHERE state IN ('queued', 'running');
+    `,
+  },
 ];

@@ -5,7 +5,21 @@
  * reads it with lockJob (FOR UPDATE), and every change is still a guarded UPDATE whose
  * row count or RETURNING row decides.
  */
-import type { ApiKeyRecord, AttemptKey, AttemptRecord, FleetRecord, Job, KeyIdentity, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type {
+  ActiveJobCount,
+  ApiKeyRecord,
+  AttemptKey,
+  AttemptRecord,
+  FailureGroup,
+  FleetRecord,
+  Job,
+  KeyIdentity,
+  OutboxKind,
+  OutboxMessage,
+  OutboxStats,
+  PrunableJob,
+  RetryLinks,
+} from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type {
   AttemptGuard,
@@ -16,9 +30,11 @@ import type {
   LogChunk,
   LogSection,
   LogSummary,
+  NullableFilter,
   OutboxRowRef,
 } from '../operations/statements.js';
 import type { LogEntry } from '../../wire/logs.js';
+import { jobOwnedRows } from '../shared/job-owned-rows.js';
 import type { JobState } from '../states.js';
 import { apiKeyColumns, apiKeyValues, type ApiKeyRow, toApiKeyRecord, toKeyIdentity } from '../shared/api-key-rows.js';
 import type { PgContext } from './context.js';
@@ -177,6 +193,36 @@ const selectDecidedUploadGrants = `SELECT g.job_id, g.attempt, j.tenant, j.state
 const attemptSet = '(job_id, attempt) IN (SELECT * FROM unnest($1::text[], $2::integer[]))';
 const claimUploadGrants = `UPDATE upload_grants SET claimed_until = $3 WHERE closed_at IS NULL AND ${attemptSet}`;
 const closeUploadGrants = `UPDATE upload_grants SET closed_at = $3, outcome = $4 WHERE closed_at IS NULL AND ${attemptSet}`;
+
+const selectActiveJobCounts = `SELECT state, type, tenant, COUNT(*)::integer AS count,
+    MIN(CASE WHEN state = 'queued' AND not_before <= $1 THEN not_before END) AS oldest
+  FROM jobs WHERE state IN ('queued', 'running') GROUP BY state, type, tenant`;
+
+const selectRetryLinks = `SELECT (SELECT job_id FROM job_retries WHERE retry_id = $1) AS retry_of,
+    (SELECT retry_id FROM job_retries WHERE job_id = $1) AS retried_by`;
+const insertRetryLink = 'INSERT INTO job_retries (job_id, retry_id, created_at) VALUES ($1, $2, $3)';
+// Unretried failed jobs (statements.ts), narrowed by a NullableFilter bound as $1 to $5.
+const unretriedFailed = `j.state = 'failed' AND j.failure_reason <> 'cancelled'
+    AND NOT EXISTS (SELECT 1 FROM job_retries r WHERE r.job_id = j.id)
+    AND ($1::text IS NULL OR j.tenant = $1) AND ($2::text IS NULL OR j.type = $2)
+    AND ($3::text IS NULL OR j.error_code = $3)
+    AND ($4::bigint IS NULL OR j.ended_at >= $4) AND ($5::bigint IS NULL OR j.ended_at < $5)`;
+const selectRetryCandidates = `SELECT j.* FROM jobs j WHERE ${unretriedFailed}
+  ORDER BY j.ended_at, j.seq LIMIT $6 FOR UPDATE OF j SKIP LOCKED`;
+const selectFailureGroups = `SELECT j.type, COALESCE(j.error_code, '') AS code, COUNT(*)::integer AS count,
+    MIN(j.ended_at) AS first_ended_at, MAX(j.ended_at) AS last_ended_at, MAX(j.id) AS sample_job_id
+  FROM jobs j WHERE ${unretriedFailed}
+  GROUP BY j.type, COALESCE(j.error_code, '') ORDER BY count DESC, j.type, code`;
+
+// Candidates are only read; a prune locks the ones it was given, skipping rows another pass holds.
+const prunable = `j.ended_at IS NOT NULL AND j.ended_at <= $1
+    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.sent_at IS NULL)
+    AND NOT EXISTS (SELECT 1 FROM upload_grants g WHERE g.job_id = j.id AND g.closed_at IS NULL)`;
+const selectPrunableJobs = `SELECT j.id, j.tenant, j.state, j.attempt, j.result FROM jobs j WHERE ${prunable}
+  ORDER BY j.ended_at LIMIT $2`;
+const lockPrunableJobs = `SELECT j.id, j.tenant, j.state, j.attempt, j.result FROM jobs j WHERE ${prunable} AND j.id = ANY($3::text[])
+  ORDER BY j.ended_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED`;
+const deleteJobRows = [...jobOwnedRows, { table: 'jobs', column: 'id' }].map(({ table, column }) => `DELETE FROM ${table} WHERE ${column} = ANY($1::text[])`);
 
 export class PgStatements implements AsyncLedgerStatements {
   constructor(private readonly ctx: PgContext) {}
@@ -378,6 +424,61 @@ export class PgStatements implements AsyncLedgerStatements {
     return this.ctx.rows<{ state: JobState; count: number }>(countJobsByState);
   }
 
+  async selectActiveJobCounts({ now }: Params<'selectActiveJobCounts'>): Promise<ActiveJobCount[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'type' | 'tenant'> & { state: ActiveJobCount['state']; count: number; oldest: number | null }>(
+      selectActiveJobCounts,
+      [now],
+    );
+    return rows.map((r) => ({ state: r.state, type: r.type, tenant: r.tenant, count: r.count, oldestDueSince: r.oldest }));
+  }
+
+  async selectRetryLinks({ jobId }: Params<'selectRetryLinks'>): Promise<RetryLinks> {
+    const row = await this.ctx.row<{ retry_of: string | null; retried_by: string | null }>(selectRetryLinks, [jobId]);
+    return { retryOf: row?.retry_of ?? null, retriedBy: row?.retried_by ?? null };
+  }
+
+  async insertRetryLink({ jobId, retryId, now }: Params<'insertRetryLink'>): Promise<void> {
+    await this.ctx.run(insertRetryLink, [jobId, retryId, now]);
+  }
+
+  async selectRetryCandidates({ filter, limit }: Params<'selectRetryCandidates'>): Promise<Job[]> {
+    return (await this.ctx.rows<JobRow>(selectRetryCandidates, [...filterValues(filter), limit])).map(toJob);
+  }
+
+  async selectFailureGroups({ filter }: Params<'selectFailureGroups'>): Promise<FailureGroup[]> {
+    const rows = await this.ctx.rows<{
+      type: string;
+      code: string;
+      count: number;
+      first_ended_at: number;
+      last_ended_at: number;
+      sample_job_id: string;
+    }>(selectFailureGroups, filterValues(filter));
+    return rows.map((r) => ({
+      type: r.type,
+      code: r.code,
+      count: r.count,
+      firstEndedAt: r.first_ended_at,
+      lastEndedAt: r.last_ended_at,
+      sampleJobId: r.sample_job_id,
+    }));
+  }
+
+  async selectPrunableJobs({ endedBefore, limit, jobIds }: Params<'selectPrunableJobs'>): Promise<PrunableJob[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'tenant' | 'state' | 'attempt' | 'result'>>(
+      jobIds === null ? selectPrunableJobs : lockPrunableJobs,
+      jobIds === null ? [endedBefore, limit] : [endedBefore, limit, jobIds],
+    );
+    return rows.map((r) => ({ id: r.id, tenant: r.tenant, state: r.state, attempt: r.attempt, result: r.result }));
+  }
+
+  async deleteJobs({ jobIds }: Params<'deleteJobs'>): Promise<number> {
+    let jobs = 0;
+    // The job rows are locked (selectPrunableJobs): what names them cannot change meanwhile.
+    for (const sql of deleteJobRows) jobs = await this.ctx.run(sql, [jobIds]);
+    return jobs;
+  }
+
   async selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): Promise<ExpiredLease[]> {
     const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'max_attempts' | 'cancel_requested' | 'tenant' | 'type'>>(selectExpiredLeases, [
       now,
@@ -481,6 +582,11 @@ export class PgStatements implements AsyncLedgerStatements {
     const rows = await this.ctx.rows<{ seq: number; section: LogSection; bytes: number; lines: string }>(selectLogChunks, [p.jobId, p.attempt, p.afterSeq]);
     return rows.map((r) => ({ seq: r.seq, section: r.section, bytes: Number(r.bytes), lines: JSON.parse(r.lines) as LogEntry[] }));
   }
+}
+
+/** A NullableFilter as unretriedFailed binds it: $1 to $5. */
+function filterValues(filter: NullableFilter): unknown[] {
+  return [filter.tenant, filter.type, filter.code, filter.endedAfter, filter.endedBefore];
 }
 
 /** A set of (job, attempt) pairs as the two arrays the statements unnest. */

@@ -13,7 +13,8 @@
 import { boundedLogTail, boundedStack, isSerializedError, type SerializedError } from '../../core/errors.js';
 import { maxLogLineChars, type LogEntry } from '../../wire/logs.js';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
-import type { LedgerConfig, ListJobsParams, ReleaseParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
+import type { FailedJobFilter, LedgerConfig, ListJobsParams, ReleaseParams, SettleOutcome, SettleParams, SubmitParams } from '../ledger.js';
+import type { NullableFilter } from '../operations/statements.js';
 import { JobState } from '../states.js';
 
 const NUL = '\u0000';
@@ -197,5 +198,29 @@ export function validateListParams(params: ListJobsParams): number {
   }
   refuseNul('tenant', params.tenant);
   refuseNul('type', params.type);
+  return limit;
+}
+
+/** A filter of failed jobs as a statement binds it (every filter null when not given); throws on a NUL in a name or a time that is not one. */
+export function validateFailedJobFilter(filter: FailedJobFilter): NullableFilter {
+  refuseNul('tenant', filter.tenant);
+  refuseNul('type', filter.type);
+  refuseNul('code', filter.code);
+  for (const field of ['endedAfter', 'endedBefore'] as const) {
+    const value = filter[field];
+    if (value !== undefined && !Number.isSafeInteger(value)) throw invalid(`${field} must be a time in whole milliseconds since the epoch`);
+  }
+  return {
+    tenant: filter.tenant ?? null,
+    type: filter.type ?? null,
+    code: filter.code ?? null,
+    endedAfter: filter.endedAfter ?? null,
+    endedBefore: filter.endedBefore ?? null,
+  };
+}
+
+/** A batch size: an integer from 1 to `max`. */
+export function validateBatchLimit(limit: number, max: number): number {
+  if (!Number.isInteger(limit) || limit < 1 || limit > max) throw invalid(`limit must be an integer from 1 to ${max}`);
   return limit;
 }

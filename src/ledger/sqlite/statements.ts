@@ -4,7 +4,22 @@
  * write's SAVEPOINT. SQLite has one writer at a time, so nothing here locks rows: a row
  * read in a write cannot change before that write ends.
  */
-import type { ApiKeyRecord, AttemptKey, AttemptRecord, FleetRecord, Job, KeyIdentity, OutboxKind, OutboxMessage, OutboxStats } from '../ledger.js';
+import type {
+  ActiveJobCount,
+  ApiKeyRecord,
+  AttemptKey,
+  AttemptRecord,
+  FailureGroup,
+  FleetRecord,
+  Job,
+  JobResult,
+  KeyIdentity,
+  OutboxKind,
+  OutboxMessage,
+  OutboxStats,
+  PrunableJob,
+  RetryLinks,
+} from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
 import type {
   AttemptGuard,
@@ -18,6 +33,7 @@ import type {
   OutboxRowRef,
 } from '../operations/statements.js';
 import type { LogEntry } from '../../wire/logs.js';
+import { jobOwnedRows } from '../shared/job-owned-rows.js';
 import type { JobState } from '../states.js';
 import { apiKeyColumns, apiKeyValues, type ApiKeyRow, toApiKeyRecord, toKeyIdentity } from '../shared/api-key-rows.js';
 import type { SqliteContext } from './context.js';
@@ -158,6 +174,35 @@ const selectDecidedUploadGrants = `SELECT g.job_id, g.attempt, j.tenant, j.state
 const attemptSet = `(job_id, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@attempts))`;
 const claimUploadGrants = `UPDATE upload_grants SET claimed_until = @claimedUntil WHERE closed_at IS NULL AND ${attemptSet}`;
 const closeUploadGrants = `UPDATE upload_grants SET closed_at = @now, outcome = @outcome WHERE closed_at IS NULL AND ${attemptSet}`;
+
+const selectActiveJobCounts = `SELECT state, type, tenant, COUNT(*) AS count,
+    MIN(CASE WHEN state = 'queued' AND not_before <= @now THEN not_before END) AS oldest
+  FROM jobs WHERE state IN ('queued', 'running') GROUP BY state, type, tenant`;
+
+const selectRetryLinks = `SELECT (SELECT job_id FROM job_retries WHERE retry_id = @jobId) AS retry_of,
+    (SELECT retry_id FROM job_retries WHERE job_id = @jobId) AS retried_by`;
+const insertRetryLink = 'INSERT INTO job_retries (job_id, retry_id, created_at) VALUES (@jobId, @retryId, @now)';
+// Unretried failed jobs (statements.ts), narrowed by a NullableFilter.
+const unretriedFailed = `j.state = 'failed' AND j.failure_reason <> 'cancelled'
+    AND NOT EXISTS (SELECT 1 FROM job_retries r WHERE r.job_id = j.id)
+    AND (@tenant IS NULL OR j.tenant = @tenant) AND (@type IS NULL OR j.type = @type)
+    AND (@code IS NULL OR j.error_code = @code)
+    AND (@endedAfter IS NULL OR j.ended_at >= @endedAfter) AND (@endedBefore IS NULL OR j.ended_at < @endedBefore)`;
+const selectRetryCandidates = `SELECT j.* FROM jobs j WHERE ${unretriedFailed} ORDER BY j.ended_at, j.seq LIMIT @limit`;
+const selectFailureGroups = `SELECT j.type, COALESCE(j.error_code, '') AS code, COUNT(*) AS count,
+    MIN(j.ended_at) AS first_ended_at, MAX(j.ended_at) AS last_ended_at, MAX(j.id) AS sample_job_id
+  FROM jobs j WHERE ${unretriedFailed}
+  GROUP BY j.type, COALESCE(j.error_code, '') ORDER BY count DESC, j.type, code`;
+
+const selectPrunableJobs = `SELECT j.id, j.tenant, j.state, j.attempt, j.result FROM jobs j
+  WHERE j.ended_at IS NOT NULL AND j.ended_at <= @endedBefore
+    AND (@ids IS NULL OR j.id IN (SELECT value FROM json_each(@ids)))
+    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.sent_at IS NULL)
+    AND NOT EXISTS (SELECT 1 FROM upload_grants g WHERE g.job_id = j.id AND g.closed_at IS NULL)
+  ORDER BY j.ended_at LIMIT @limit`;
+const deleteJobRows = [...jobOwnedRows, { table: 'jobs', column: 'id' }].map(
+  ({ table, column }) => `DELETE FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?))`,
+);
 
 export class SqliteStatements implements LedgerStatements {
   constructor(private readonly ctx: SqliteContext) {}
@@ -344,6 +389,70 @@ export class SqliteStatements implements LedgerStatements {
 
   countJobsByState(): Array<{ state: JobState; count: number }> {
     return this.ctx.sql(countJobsByState).all() as Array<{ state: JobState; count: number }>;
+  }
+
+  selectActiveJobCounts({ now }: Params<'selectActiveJobCounts'>): ActiveJobCount[] {
+    const rows = this.ctx.sql(selectActiveJobCounts).all({ now }) as Array<
+      Pick<JobRow, 'type' | 'tenant'> & {
+        state: ActiveJobCount['state'];
+        count: number;
+        oldest: number | null;
+      }
+    >;
+    return rows.map((r) => ({ state: r.state, type: r.type, tenant: r.tenant, count: r.count, oldestDueSince: r.oldest }));
+  }
+
+  selectRetryLinks({ jobId }: Params<'selectRetryLinks'>): RetryLinks {
+    const row = this.ctx.sql(selectRetryLinks).get({ jobId }) as { retry_of: string | null; retried_by: string | null };
+    return { retryOf: row.retry_of, retriedBy: row.retried_by };
+  }
+
+  insertRetryLink(params: Params<'insertRetryLink'>): void {
+    this.ctx.sql(insertRetryLink).run(params);
+  }
+
+  selectRetryCandidates({ filter, limit }: Params<'selectRetryCandidates'>): Job[] {
+    return (this.ctx.sql(selectRetryCandidates).all({ ...filter, limit }) as JobRow[]).map(toJob);
+  }
+
+  selectFailureGroups({ filter }: Params<'selectFailureGroups'>): FailureGroup[] {
+    const rows = this.ctx.sql(selectFailureGroups).all(filter) as Array<{
+      type: string;
+      code: string;
+      count: number;
+      first_ended_at: number;
+      last_ended_at: number;
+      sample_job_id: string;
+    }>;
+    return rows.map((r) => ({
+      type: r.type,
+      code: r.code,
+      count: r.count,
+      firstEndedAt: r.first_ended_at,
+      lastEndedAt: r.last_ended_at,
+      sampleJobId: r.sample_job_id,
+    }));
+  }
+
+  selectPrunableJobs({ endedBefore, limit, jobIds }: Params<'selectPrunableJobs'>): PrunableJob[] {
+    const rows = this.ctx.sql(selectPrunableJobs).all({ endedBefore, limit, ids: jobIds === null ? null : JSON.stringify(jobIds) }) as Array<
+      Pick<JobRow, 'id' | 'tenant' | 'state' | 'attempt' | 'result'>
+    >;
+    return rows.map((r) => ({
+      id: r.id,
+      tenant: r.tenant,
+      state: r.state,
+      attempt: r.attempt,
+      result: r.result === null ? null : (JSON.parse(r.result) as JobResult),
+    }));
+  }
+
+  deleteJobs({ jobIds }: Params<'deleteJobs'>): number {
+    const ids = JSON.stringify(jobIds);
+    let jobs = 0;
+    // One writer at a time: the rows of the jobs cannot change between these deletes.
+    for (const sql of deleteJobRows) jobs = this.ctx.sql(sql).run(ids).changes;
+    return jobs;
   }
 
   selectExpiredLeases({ now, limit }: Params<'selectExpiredLeases'>): ExpiredLease[] {

@@ -26,9 +26,11 @@ import { nulConformance } from './nul.js';
 import { outboxConformance } from './outbox.js';
 import { progressConformance } from './progress.js';
 import { queriesConformance } from './queries.js';
+import { redriveConformance } from './redrive.js';
 import { rejectConformance } from './reject.js';
 import { releaseConformance } from './release.js';
 import { renewConformance } from './renew.js';
+import { retentionConformance } from './retention.js';
 import { settleConformance } from './settle.js';
 import { submitConformance } from './submit.js';
 import { sweepConformance } from './sweep.js';
@@ -59,5 +61,7 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     fleetConformance(run);
     apiKeysConformance(run);
     logsConformance(run);
+    redriveConformance(run);
+    retentionConformance(run);
   });
 }
