@@ -16,5 +16,5 @@ export default defineConfig({
     chunkSizeWarningLimit: 1024,
   },
   // `npm run dev:dashboard` against a running `planrun up` on the default port.
-  server: { proxy: { '/v1': 'http://127.0.0.1:7700' } },
+  server: { proxy: { '/v1': 'http://127.0.0.1:7700', '/healthz': 'http://127.0.0.1:7700' } },
 });

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { packageRoot } from '../../test/testing/package-root.js';
 import { tempDir } from '../../test/testing/temp-dir.js';
-import { startUp, type UpProcess } from '../../test/testing/up-process.js';
+import { runCli, startUp, type UpProcess } from '../../test/testing/up-process.js';
 import { waitFor } from '../../test/testing/wait.js';
 
 const screenshots = join(packageRoot, '.build', 'screenshots');
@@ -176,6 +176,24 @@ describe('the dashboard in a browser, against planrun up', () => {
       .waitFor();
     assert.equal(await page.locator('.chart canvas').count(), 1);
     await shot('overview');
+  });
+
+  it("shows every tenant's jobs to an admin key, with a tenant filter", async () => {
+    const created = await runCli(['keys', 'create', '--admin'], dir.path);
+    assert.equal(created.status, 0, created.stderr);
+    const adminKey = created.stdout.trim().split('\n').at(-1)!;
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.fill('input[name=key]', adminKey);
+    await page.click('button[type=submit]');
+    await page.getByTestId('who').getByText('admin: every tenant').waitFor();
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    await page.locator('input[name=tenant]').waitFor();
+    await waitFor('the jobs listed with their tenant', async () => (await page.locator('[data-testid=jobs-table] tbody tr[data-job]').count()) === 4, 30_000);
+    assert.equal(await page.locator('[data-testid=jobs-table] thead th', { hasText: 'tenant' }).count(), 1);
+    await page.fill('input[name=tenant]', 'nobody');
+    await page.locator('input[name=tenant]').blur();
+    await page.getByText('No jobs match.').waitFor();
+    await shot('jobs-admin');
   });
 
   it('keeps a client route on reload, and shows a banner while the orchestrator is down', async () => {
