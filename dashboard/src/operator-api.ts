@@ -50,8 +50,8 @@ export function retryJob(key: string, jobId: string): Promise<JobSummary & Retry
 
 /** `POST /v1/jobs/retry`: redrives every failed job of a type and error code; answers how many. */
 export async function retryGroup(key: string, group: Pick<FailureGroup, 'type' | 'code'>): Promise<number> {
-  const answer = await postJson<{ count: number }>(key, '/v1/jobs/retry', { type: group.type, code: group.code });
-  return answer.count;
+  const answer = await postJson<{ retried: number }>(key, '/v1/jobs/retry', { type: group.type, code: group.code });
+  return answer.retried;
 }
 
 export async function getFailureGroups(key: string, tenant: string | undefined): Promise<FailureGroup[]> {
