@@ -179,7 +179,8 @@ export function JobDetail({ id }: { id: string }) {
 function Timeline({ attempts, selected, onSelect }: { attempts: AttemptView[]; selected: number | undefined; onSelect: (attempt: number) => void }) {
   const now = Date.now();
   const start = Math.min(...attempts.map((a) => Date.parse(a.startedAt)));
-  const end = Math.max(now, ...attempts.map((a) => (a.endedAt ? Date.parse(a.endedAt) : now)));
+  // The axis ends now while an attempt runs, else where the last one ended.
+  const end = Math.max(...attempts.map((a) => (a.endedAt ? Date.parse(a.endedAt) : now)));
   const span = Math.max(1, end - start);
   if (attempts.length === 0) return <p className="muted">No attempt yet: the job waits for a worker.</p>;
   return (

@@ -42,8 +42,10 @@ export function Logs({ jobId, attempt, live }: { jobId: string; attempt: number;
             <div key={i} className={`log-${line.stream}`}>
               {line.time && <span className="muted">{line.time} </span>}
               {line.stream && <span className="muted">{line.stream} </span>}
-              {line.message}
-              {line.fields ? ` ${JSON.stringify(line.fields)}` : ''}
+              <span className="log-message">
+                {line.message}
+                {line.fields ? ` ${JSON.stringify(line.fields)}` : ''}
+              </span>
             </div>
           ))}
         </pre>
