@@ -174,7 +174,9 @@ describe('the dashboard in a browser, against planrun up', () => {
       .getByTestId('fleet-utilisation')
       .getByText(/^0 \/ \d+$/)
       .waitFor();
-    assert.equal(await page.locator('.chart canvas').count(), 1);
+    await page.getByTestId('oldest-queued').getByText('—').waitFor();
+    // Jobs ended per minute, and queued and running over time.
+    assert.equal(await page.locator('.chart canvas').count(), 2);
     await shot('overview');
   });
 

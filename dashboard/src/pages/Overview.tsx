@@ -1,7 +1,8 @@
 /**
- * The overview: how many jobs stand in each state (by type), finished and failed jobs per
- * minute over the last hour (read from the ledger through the jobs list, so it has history
- * after a restart), and how much of the fleet is busy.
+ * The overview: how many jobs stand in each state (by type) and how long the oldest queued
+ * one has waited, finished and failed jobs per minute over the last hour (read from the
+ * ledger through the jobs list, so it has history after a restart), queued and running
+ * jobs over time (sampled while the page is open), and how much of the fleet is busy.
  */
 import { useMemo } from 'react';
 import { Link } from 'wouter';
@@ -14,6 +15,24 @@ import { countLimit, useFleet, useJobPage } from '../queries.js';
 const states: JobState[] = ['queued', 'running', 'finished', 'failed'];
 const minute = 60_000;
 const minutes = 60;
+
+/** Queued and running counts as read, kept across visits to the page while the tab is open (the last hour of them). */
+const depthSamples: Array<{ at: number; queued: number; running: number }> = [];
+
+/** Adds the counts read at `at`, once (a render that reads the same answers again adds nothing). */
+function sampleDepth(queued: JobPage, running: JobPage, at: number): void {
+  if (at <= (depthSamples.at(-1)?.at ?? 0)) return;
+  depthSamples.push({ at, queued: queued.jobs.length, running: running.jobs.length });
+  while (depthSamples.length > 0 && depthSamples[0]!.at < at - minutes * minute) depthSamples.shift();
+}
+
+/** How long the oldest of the queued jobs read has waited; undefined when none is queued. */
+function oldestWait(queued: JobPage | undefined, now: number): string | undefined {
+  const oldest = queued?.jobs.at(-1);
+  if (!oldest) return undefined;
+  const seconds = Math.round((now - Date.parse(oldest.createdAt)) / 1000);
+  return seconds < 120 ? `${seconds} s` : `${Math.round(seconds / 60)} min`;
+}
 
 function shown(page: JobPage | undefined): string {
   if (!page) return '…';
@@ -51,6 +70,12 @@ export function Overview() {
     [finished.dataUpdatedAt, failed.dataUpdatedAt],
   );
 
+  const depth = useMemo((): [number[], ...number[][]] => {
+    if (queued.data && running.data) sampleDepth(queued.data, running.data, Math.max(queued.dataUpdatedAt, running.dataUpdatedAt));
+    return [depthSamples.map((s) => s.at / 1000), depthSamples.map((s) => s.queued), depthSamples.map((s) => s.running)];
+    // A new sample comes with each read of either list.
+  }, [queued.dataUpdatedAt, running.dataUpdatedAt]);
+
   const error = pages.find((p) => p.error)?.error;
   if (error) return <FailureNotice error={error} what="the jobs" />;
   const loaded = pages.every((p) => p.data);
@@ -79,6 +104,13 @@ export function Overview() {
             <span className="card-value">{shown(byState[state])}</span>
           </Link>
         ))}
+        <div className="card" data-testid="oldest-queued">
+          <span className="card-label">oldest queued</span>
+          <span className="card-value">{oldestWait(byState.queued, now) ?? '—'}</span>
+          <span className="card-note">
+            {byState.queued?.jobs.length ? `waiting${byState.queued.nextCursor ? ` (of the latest ${countLimit})` : ''}` : 'none queued'}
+          </span>
+        </div>
         <Link href="/fleet" className="card" data-testid="fleet-utilisation">
           <span className="card-label">fleet</span>
           <span className="card-value">
@@ -96,6 +128,14 @@ export function Overview() {
           { label: 'failed', color: '#e03131' },
         ]}
         data={throughput}
+      />
+      <Chart
+        title="Queued and running (since this tab opened)"
+        series={[
+          { label: 'queued', color: '#1c7ed6' },
+          { label: 'running', color: '#f08c00' },
+        ]}
+        data={depth}
       />
       {types.length > 0 && (
         <table className="grid">
