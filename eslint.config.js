@@ -10,7 +10,7 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      parserOptions: { project: ['./tsconfig.test.json', './examples/tsconfig.json'], tsconfigRootDir: import.meta.dirname },
+      parserOptions: { project: ['./tsconfig.test.json', './examples/tsconfig.json', './dashboard/tsconfig.json'], tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       // A promise nobody awaits must say so (`void`): a lost rejection is a lost job.

@@ -50,6 +50,9 @@ const packed: string[] = (() => {
 })();
 const shipped = new Set(packed);
 const stale = '(a dist/ left from an older build? `npm run build` starts from an empty dist/)';
+/** The dashboard's bundle (Vite's build of dashboard/): browsers load it from the orchestrator, Node never does. */
+const dashboardBundle = 'dist/dashboard/';
+const inBundle = (path: string) => path.startsWith(dashboardBundle);
 
 /** What a module refers to: package or file specifiers, and files named by `new URL('./x.js', import.meta.url)`. */
 function references(path: string): { specifiers: string[]; urls: string[] } {
@@ -155,7 +158,7 @@ describe('the package (npm pack)', () => {
       }
     }
     assert.deepEqual(missing, [], 'shipped modules refer to files the package does not hold');
-    const unreached = packed.filter((p) => p.endsWith('.js') && !reached.has(p) && !typesOnly(p));
+    const unreached = packed.filter((p) => p.endsWith('.js') && !inBundle(p) && !reached.has(p) && !typesOnly(p));
     assert.deepEqual(unreached, [], `shipped but loaded by nothing the package names as an entry point ${stale}`);
   });
 
@@ -163,13 +166,27 @@ describe('the package (npm pack)', () => {
     const allowed = new Set(Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies, ...pkg.peerDependencies }));
     const dev = new Set(Object.keys(pkg.devDependencies ?? {}));
     const problems: string[] = [];
-    for (const file of packed.filter((p) => p.endsWith('.js') || p.endsWith('.d.ts'))) {
+    for (const file of packed.filter((p) => (p.endsWith('.js') || p.endsWith('.d.ts')) && !inBundle(p))) {
       for (const specifier of references(file).specifiers) {
         if (isRelative(specifier) || isBuiltin(specifier)) continue;
         if (specifier.startsWith('/') || specifier.startsWith('file:')) problems.push(`${file} imports ${specifier}, an absolute path`);
         else if (!allowed.has(packageOf(specifier))) {
           problems.push(`${file} imports ${specifier}, ${dev.has(packageOf(specifier)) ? 'a devDependency' : 'not a dependency'}`);
         }
+      }
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  it("ships the dashboard's bundle whole: its page, and modules that import only each other", () => {
+    assert.ok(shipped.has(`${dashboardBundle}index.html`), `no ${dashboardBundle}index.html (run \`npm run build\`)`);
+    const modules = packed.filter((p) => inBundle(p) && p.endsWith('.js'));
+    assert.ok(modules.length > 0, `no module in ${dashboardBundle}`);
+    const problems: string[] = [];
+    for (const file of modules) {
+      for (const specifier of references(file).specifiers) {
+        if (!isRelative(specifier)) problems.push(`${file} imports ${specifier}: a browser cannot resolve it`);
+        else if (!shipped.has(resolveFrom(file, specifier))) problems.push(`${file} imports ${specifier}, which is not shipped`);
       }
     }
     assert.deepEqual(problems, []);

@@ -5,6 +5,7 @@ import type { Broker } from '../broker/broker.js';
 import type { Orchestrator } from '../orchestrator/orchestrator.js';
 import { version } from '../version.js';
 import { requireApiKey, type KeyLookup } from './auth.js';
+import { serveDashboard } from './dashboard.js';
 import { handleError, handleNotFound } from './errors.js';
 import { Readiness } from './readiness.js';
 import { checkRequestHeaders } from './request-headers.js';
@@ -52,12 +53,14 @@ export interface ApiOptions {
   outputDir?: string;
   /** Submissions (`POST /v1/jobs`, `/v1/jobs/batch`, `/v1/uploads`) per API key; `off` for none (default `defaultRateLimit`). */
   rateLimit?: RateLimit | 'off';
+  /** Serve the dashboard at `/` (default true). */
+  dashboard?: boolean;
 }
 
 /**
  * The orchestrator's HTTP API: `/v1/*` (every route needs `Authorization: Bearer KEY`,
- * and the key decides the tenant), `GET /metrics` (needs a key too), `/healthz`, `/readyz`
- * and `/openapi.json`.
+ * and the key decides the tenant), `GET /metrics` (needs a key too), `/healthz`, `/readyz`,
+ * `/openapi.json`, and the dashboard at `/` (static files; the app sends a key to `/v1`).
  *
  * Routes outside `/v1` can be added to the returned instance before it listens; they get
  * the error shape but no authentication.
@@ -82,7 +85,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   checkRequestHeaders(app);
   refuseDeepBodies(app);
   app.setErrorHandler(handleError(limits.bodyBytes));
-  app.setNotFoundHandler(handleNotFound);
+  app.setNotFoundHandler((options.dashboard ?? true) ? serveDashboard(app, handleNotFound) : handleNotFound);
 
   const streams = new OpenEventStreams(options.eventHeartbeatMs ?? 15_000);
   // Open event streams would keep `close` waiting for their jobs to end: end them first.

@@ -78,10 +78,11 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
       pid: process.pid,
       dataDir: flags.dataDir,
       url: service.url,
+      dashboard: `${service.url}/`,
       metrics: service.metricsUrl,
       ...(embedded ? { brokerSocket: embedded.socketPath } : {}),
       ...(objectStore ? { store: objectStore.describe() } : {}),
     },
-    `orchestrator ready; HTTP API on ${service.url}`,
+    `orchestrator ready; HTTP API on ${service.url}/v1, dashboard on ${service.url}/`,
   );
 }

@@ -82,7 +82,8 @@ export async function runUp(flags: UpFlags): Promise<void> {
   console.log(
     [
       'planrun is up',
-      `  API       ${stack.url}   (OpenAPI ${stack.url}/openapi.json)`,
+      `  dashboard ${stack.url}/   (sign in with the key below)`,
+      `  API       ${stack.url}/v1   (OpenAPI ${stack.url}/openapi.json)`,
       `  metrics   ${stack.service.metricsUrl}   (${flags.metricsPort === undefined ? 'with the key below' : 'no key'})`,
       `  broker    ${stack.brokerDescription}`,
       `  ledger    ${describeLedger(ledgerChoice(flags.ledger).ledger, dataDir)}`,
