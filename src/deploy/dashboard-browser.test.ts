@@ -6,7 +6,7 @@
  * key and a stopped orchestrator. Every page is saved as a screenshot in .build/screenshots/.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -18,6 +18,22 @@ import { waitFor } from '../../test/testing/wait.js';
 
 const screenshots = join(packageRoot, '.build', 'screenshots');
 const chromiumPath = '/usr/bin/chromium';
+
+// chatty: prints `lines` lines to stdout, `ms` apart, and logs each through ctx.log with its number.
+const chattyJobs = `
+import { setTimeout as delay } from 'node:timers/promises';
+export default [
+  { name: 'chatty', async run(ctx) {
+    for (let i = 1; i <= ctx.input.lines; i++) {
+      console.log('printed line ' + i);
+      ctx.log('logged step', { i });
+      ctx.progress(i / ctx.input.lines);
+      await delay(ctx.input.ms, undefined, { signal: ctx.signal });
+    }
+    return { data: { lines: ctx.input.lines } };
+  } },
+];
+`;
 
 interface JobAnswer {
   id: string;
@@ -42,8 +58,8 @@ describe('the dashboard in a browser, against planrun up', () => {
     assert.ok(response.ok, `${path}: ${response.status} ${await response.clone().text()}`);
     return response.json();
   };
-  const submit = async (input: unknown): Promise<string> =>
-    ((await api('/v1/jobs', { method: 'POST', body: JSON.stringify({ type: 'transcode', input }) })) as JobAnswer).id;
+  const submit = async (input: unknown, type = 'transcode'): Promise<string> =>
+    ((await api('/v1/jobs', { method: 'POST', body: JSON.stringify({ type, input }) })) as JobAnswer).id;
   const job = async (id: string): Promise<JobAnswer> => (await api(`/v1/jobs/${id}`)) as JobAnswer;
   const shot = async (name: string) => page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true });
 
@@ -51,7 +67,14 @@ describe('the dashboard in a browser, against planrun up', () => {
     rmSync(screenshots, { recursive: true, force: true });
     mkdirSync(screenshots, { recursive: true });
     // Short leases and heartbeats: a killed worker's attempt expires in seconds.
-    up = await startUp(dir.path, ['--slots', '1', '--lease-ttl', '3s', '--heartbeat-interval', '500ms', '--sweep-interval', '250ms'], process.env, 2);
+    const jobsModule = join(dir.path, 'chatty-jobs.mjs');
+    writeFileSync(jobsModule, chattyJobs);
+    up = await startUp(
+      dir.path,
+      ['--jobs', jobsModule, '--slots', '1', '--lease-ttl', '3s', '--heartbeat-interval', '500ms', '--sweep-interval', '250ms'],
+      process.env,
+      2,
+    );
     browser = await chromium.launch({
       executablePath: chromiumPath,
       headless: true,
@@ -198,9 +221,48 @@ describe('the dashboard in a browser, against planrun up', () => {
     await shot('jobs-admin');
   });
 
+  it("follows a running job's log live, and reads it whole once it ended", async () => {
+    const id = await submit({ lines: 40, ms: 100 }, 'chatty');
+    await page.goto(`${up.url}/jobs/${id}`);
+    const logs = page.getByTestId('logs');
+    await logs.getByText('(following)').waitFor();
+    await logs.getByText('printed line 5', { exact: true }).waitFor();
+    assert.notEqual((await job(id)).state, 'finished', 'the lines came while the job ran');
+    await page.locator('h1 .badge', { hasText: 'finished' }).waitFor({ timeout: 30_000 });
+    await logs.getByText('printed line 40', { exact: true }).waitFor();
+    await logs.getByText('logged step {"i":40}').waitFor();
+    await shot('job-logs');
+  });
+
+  it('bulk-redrives a failure group with one click, after a confirmation naming how many', async () => {
+    await page.goto(`${up.url}/failures`);
+    assert.equal(await page.getByTestId('failures-made-here').count(), 0, 'the server groups the failures');
+    const group = page.locator('[data-testid=failure-groups] tbody tr').first();
+    await group.getByTestId('group-count').getByText('2', { exact: true }).waitFor();
+    await group.getByTestId('redrive').click();
+    await group.getByTestId('confirm-redrive').getByText('Redrive 2 jobs').click();
+    await group.getByTestId('redriven').getByText('2 redriven').waitFor();
+    await shot('failures-redriven');
+  });
+
+  it('retries a failed job from its page, and links the two both ways', async () => {
+    const { jobs } = (await api('/v1/jobs?state=failed&limit=1')) as { jobs: JobAnswer[] };
+    const failed = jobs[0]!;
+    await waitFor('the redriven job to fail again', async () => (await job(failed.id)).state === 'failed', 60_000);
+    await page.goto(`${up.url}/jobs/${failed.id}`);
+    await page.getByTestId('retry').click();
+    const retryOf = page.getByTestId('retry-of');
+    await retryOf.getByText(failed.id).waitFor();
+    const newId = (await page.getByTestId('job-id').textContent())!;
+    assert.notEqual(newId, failed.id);
+    await retryOf.click();
+    await page.getByTestId('retried-by').getByText(newId).waitFor();
+    await shot('job-retried');
+  });
+
   it('keeps a client route on reload, and shows a banner while the orchestrator is down', async () => {
     await page.goto(`${up.url}/jobs?state=finished`);
-    await waitFor('the two finished jobs listed', async () => (await page.locator('[data-testid=jobs-table] tbody tr[data-job]').count()) === 2, 30_000);
+    await waitFor('the three finished jobs listed', async () => (await page.locator('[data-testid=jobs-table] tbody tr[data-job]').count()) === 3, 30_000);
     await shot('jobs');
     await up.stop();
     await page.getByTestId('unreachable').waitFor({ timeout: 30_000 });
