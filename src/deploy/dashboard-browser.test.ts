@@ -236,7 +236,6 @@ describe('the dashboard in a browser, against planrun up', () => {
 
   it('bulk-redrives a failure group with one click, after a confirmation naming how many', async () => {
     await page.goto(`${up.url}/failures`);
-    assert.equal(await page.getByTestId('failures-made-here').count(), 0, 'the server groups the failures');
     const group = page.locator('[data-testid=failure-groups] tbody tr').first();
     await group.getByTestId('group-count').getByText('2', { exact: true }).waitFor();
     await group.getByTestId('redrive').click();
