@@ -165,12 +165,12 @@ export class RabbitMqBroker implements Broker {
 
   async sendToQueue(queue: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
     const publisher = await this.openPublisher();
-    await publisher.sendToQueue(queue, body, persistent(options));
+    await this.retiredOnNack(publisher, publisher.sendToQueue(queue, body, persistent(options)));
   }
 
   async publish(exchange: string, routingKey: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
     const publisher = await this.openPublisher();
-    await publisher.publish(exchange, routingKey, body, persistent(options));
+    await this.retiredOnNack(publisher, publisher.publish(exchange, routingKey, body, persistent(options)));
   }
 
   async consume(queue: string, handler: DeliveryHandler, options: ConsumeOptions): Promise<Subscription> {
@@ -187,7 +187,7 @@ export class RabbitMqBroker implements Broker {
     const waitMs = requireWait(timeoutMs, options.waitMs);
     if (options.exchange !== undefined) await this.requireExchange(options.exchange);
     const publisher = await this.openPublisher();
-    return publisher.request(queue, body, { timeoutMs, waitMs, headers: options.headers, exchange: options.exchange });
+    return this.retiredOnNack(publisher, publisher.request(queue, body, { timeoutMs, waitMs, headers: options.headers, exchange: options.exchange }));
   }
 
   serve(queue: string, handler: RequestHandler, options?: ServeOptions): Promise<Subscription> {
@@ -233,6 +233,26 @@ export class RabbitMqBroker implements Broker {
       throw error;
     }
     names.add(exchange);
+  }
+
+  /**
+   * `operation`, closing its publisher when the broker nacks the message, so the next
+   * publish opens a fresh channel. On RabbitMQ 3.10 a channel that published to a quorum
+   * queue while its leader's node was down can go on being nacked for good after a new
+   * leader was elected (seen in src/broker/rabbitmq-cluster.test.ts: every control request
+   * of a worker nacked for ten minutes); a new channel publishes normally. Other publishes
+   * in flight on it reject `disconnected`, which callers already retry.
+   */
+  private async retiredOnNack<T>(publisher: ConfirmPublisher, operation: Promise<T>): Promise<T> {
+    try {
+      return await operation;
+    } catch (error) {
+      if (isBrokerError(error, 'publish_nacked') && this.publisher === publisher) {
+        this.publisher = undefined;
+        publisher.retire();
+      }
+      throw error;
+    }
   }
 
   /** The connection's publisher, opened on first use and again after its channel is lost. */
