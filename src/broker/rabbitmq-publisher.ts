@@ -116,6 +116,17 @@ export class ConfirmPublisher {
     return reply;
   }
 
+  /**
+   * Closes the channel to open a fresh one (see RabbitMqBroker's retiredOnNack): what is in
+   * flight on it rejects `disconnected`, which is safe to retry, not `closed`.
+   */
+  retire(): void {
+    if (this.deliberatelyClosed || this.channelClosed) return;
+    this.brokerCloseError = undefined;
+    this.channelClosed = true;
+    this.channel.close().catch(() => undefined);
+  }
+
   async close(): Promise<void> {
     if (this.deliberatelyClosed) return;
     this.deliberatelyClosed = true;

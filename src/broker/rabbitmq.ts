@@ -1,4 +1,4 @@
-import amqp, { type Channel, type ChannelModel, type Options, type RecoveringChannelModel } from 'amqplib';
+import type { Channel, ChannelModel, Options } from 'amqplib';
 import {
   BrokerError,
   isBrokerError,
@@ -12,18 +12,28 @@ import {
   type ServeOptions,
   type Subscription,
 } from './broker.js';
+import { parseAmqpUrls, redactedList } from './amqp-urls.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
 import { BrokerEvents } from './events.js';
 import { requirePrefetch, requireTtl, requireWait } from './options.js';
 import { brokerErrorFrom } from './rabbitmq-errors.js';
 import { ConfirmPublisher } from './rabbitmq-publisher.js';
 import { RabbitSubscription, type SubscriptionHost } from './rabbitmq-subscription.js';
-import { DeclaredTopology } from './rabbitmq-topology.js';
+import { NodeRotation } from './rabbitmq-connection.js';
+import { DeclaredTopology, declareQueue, type QueueType } from './rabbitmq-topology.js';
 import { serveRequests } from './rpc.js';
 
 export interface RabbitMqOptions {
-  /** `amqp://user:password@host:port/vhost` */
+  /**
+   * `amqp://user:password@host:port/vhost`, or a cluster's nodes separated by commas
+   * (`amqp://u:p@a,b:5673,c/vhost`, or whole URLs): see parseAmqpUrls.
+   */
   url: string;
+  /**
+   * The type planrun's queues are declared with (default classic). `quorum`: replicated
+   * on a RabbitMQ cluster, so a confirmed message survives the loss of a minority of nodes.
+   */
+  queueType?: QueueType;
   /**
    * AMQP heartbeat in whole seconds (default 5): both ends drop a connection that has
    * been silent for about two of them. RabbitMQ's 60 s default leaves a dead worker's
@@ -48,23 +58,24 @@ const defaults = { heartbeatSeconds: 5, connectTimeoutMs: 5000, retry: { initial
  * The Broker on RabbitMQ, through amqplib. One connection; a confirm channel for every
  * publish and for RPC replies (direct reply-to); one channel per consumer.
  *
- * When the connection drops, everything in flight on it rejects `disconnected`, and
- * amqplib reconnects with capped exponential backoff. Each new connection is set up
+ * When the connection drops, everything in flight on it rejects `disconnected`, and it
+ * reconnects with capped exponential backoff, to the next node of the list when given
+ * several (NodeRotation). Each new connection is set up
  * before it is used: everything declared so far is declared again, and every consumer
  * that is not paused consumes again. Operations attempted while disconnected reject
  * `disconnected` at once rather than wait: the caller decides whether to retry.
  */
 export class RabbitMqBroker implements Broker {
   private readonly events = new BrokerEvents();
-  private readonly topology = new DeclaredTopology();
+  private readonly topology: DeclaredTopology;
   private readonly subscriptions = new Set<RabbitSubscription>();
   private readonly retry: BackoffOptions;
-  private connection: RecoveringChannelModel | undefined;
+  private readonly queueType: QueueType;
+  private connection: NodeRotation | undefined;
   /** The connection in use: set once a connection is set up, cleared when it closes. */
   private live: ChannelModel | undefined;
   private publisher: ConfirmPublisher | undefined;
   private openingPublisher: Promise<ConfirmPublisher> | undefined;
-  private connectedBefore = false;
   /** Exchanges requests go through that were found to exist, on the connection named. */
   private checkedExchanges: { connection: ChannelModel | undefined; names: Set<string> } = { connection: undefined, names: new Set() };
   private closed = false;
@@ -77,6 +88,8 @@ export class RabbitMqBroker implements Broker {
 
   private constructor(private readonly options: RabbitMqOptions) {
     this.retry = options.retry ?? defaults.retry;
+    this.queueType = options.queueType ?? 'classic';
+    this.topology = new DeclaredTopology(this.queueType);
   }
 
   /** Connects, failing fast if RabbitMQ cannot be reached now; later losses are recovered from. */
@@ -91,35 +104,28 @@ export class RabbitMqBroker implements Broker {
     if (!Number.isInteger(heartbeatSeconds) || heartbeatSeconds < 1) {
       throw new RangeError(`heartbeatSeconds must be a positive integer (got ${heartbeatSeconds})`);
     }
-    const connection = await amqp.connect(withHeartbeat(this.options.url, heartbeatSeconds), {
-      timeout: this.options.connectTimeoutMs ?? defaults.connectTimeoutMs,
-      // amqplib leaves Nagle's algorithm on. The control plane is request/reply of small
-      // frames: a reply or ack written while an earlier small frame is unacknowledged
-      // waits for the peer's delayed ACK (40 ms on Linux). Off, as RabbitMQ has it.
-      noDelay: true,
-      recovery: {
-        initialDelay: this.retry.initialMs,
-        maxDelay: this.retry.maxMs,
-        initialMaxRetries: 0,
-        waitForConnect: false,
-        setup: (model: ChannelModel) => this.setUp(model),
+    const urls = parseAmqpUrls(this.options.url).map((url) => withHeartbeat(url, heartbeatSeconds));
+    const connection = new NodeRotation({
+      urls,
+      connectTimeoutMs: this.options.connectTimeoutMs ?? defaults.connectTimeoutMs,
+      retry: this.retry,
+      setUp: (model) => this.setUp(model),
+      onLost: (error) => this.events.emit({ type: 'connection_lost', error }),
+      onConnected: (_url, restored) => {
+        if (restored) this.events.emit({ type: 'connection_restored' });
       },
     });
     this.connection = connection;
-    connection.on('error', () => undefined); // always followed by 'disconnect', reported there
-    connection.on('disconnect', (error: Error) => this.events.emit({ type: 'connection_lost', error }));
-    connection.on('connect', () => {
-      if (this.connectedBefore) this.events.emit({ type: 'connection_restored' });
-      this.connectedBefore = true;
-    });
     try {
-      await connection.waitForConnect();
+      await connection.open();
     } catch (error) {
-      throw new BrokerError('disconnected', `cannot connect to RabbitMQ at ${redacted(this.options.url)}`, { cause: error });
+      // With several nodes, why each failed; with one, the cause says it, as before.
+      const each = urls.length > 1 ? ` (${(error as Error).message})` : '';
+      throw new BrokerError('disconnected', `cannot connect to RabbitMQ at ${redactedList(this.options.url)}${each}`, { cause: error });
     }
   }
 
-  /** Runs on every new connection, before amqplib reports it connected; a throw makes it try again. */
+  /** Runs on every new connection, before it is reported connected; a throw makes it try the next node. */
   private async setUp(model: ChannelModel): Promise<void> {
     model.on('error', () => undefined); // followed by 'close'
     model.on('close', () => {
@@ -133,7 +139,7 @@ export class RabbitMqBroker implements Broker {
   }
 
   async declareQueue(name: string): Promise<void> {
-    await this.onTemporaryChannel(`declaring queue ${name}`, (channel) => channel.assertQueue(name, { durable: true }));
+    await this.onTemporaryChannel(`declaring queue ${name}`, (channel) => declareQueue(channel, name, this.queueType));
     this.topology.addQueue(name);
   }
 
@@ -159,12 +165,12 @@ export class RabbitMqBroker implements Broker {
 
   async sendToQueue(queue: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
     const publisher = await this.openPublisher();
-    await publisher.sendToQueue(queue, body, persistent(options));
+    await this.retiredOnNack(publisher, publisher.sendToQueue(queue, body, persistent(options)));
   }
 
   async publish(exchange: string, routingKey: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
     const publisher = await this.openPublisher();
-    await publisher.publish(exchange, routingKey, body, persistent(options));
+    await this.retiredOnNack(publisher, publisher.publish(exchange, routingKey, body, persistent(options)));
   }
 
   async consume(queue: string, handler: DeliveryHandler, options: ConsumeOptions): Promise<Subscription> {
@@ -181,7 +187,7 @@ export class RabbitMqBroker implements Broker {
     const waitMs = requireWait(timeoutMs, options.waitMs);
     if (options.exchange !== undefined) await this.requireExchange(options.exchange);
     const publisher = await this.openPublisher();
-    return publisher.request(queue, body, { timeoutMs, waitMs, headers: options.headers, exchange: options.exchange });
+    return this.retiredOnNack(publisher, publisher.request(queue, body, { timeoutMs, waitMs, headers: options.headers, exchange: options.exchange }));
   }
 
   serve(queue: string, handler: RequestHandler, options?: ServeOptions): Promise<Subscription> {
@@ -227,6 +233,26 @@ export class RabbitMqBroker implements Broker {
       throw error;
     }
     names.add(exchange);
+  }
+
+  /**
+   * `operation`, closing its publisher when the broker nacks the message, so the next
+   * publish opens a fresh channel. On RabbitMQ 3.10 a channel that published to a quorum
+   * queue while its leader's node was down can go on being nacked for good after a new
+   * leader was elected (seen in src/broker/rabbitmq-cluster.test.ts: every control request
+   * of a worker nacked for ten minutes); a new channel publishes normally. Other publishes
+   * in flight on it reject `disconnected`, which callers already retry.
+   */
+  private async retiredOnNack<T>(publisher: ConfirmPublisher, operation: Promise<T>): Promise<T> {
+    try {
+      return await operation;
+    } catch (error) {
+      if (isBrokerError(error, 'publish_nacked') && this.publisher === publisher) {
+        this.publisher = undefined;
+        publisher.retire();
+      }
+      throw error;
+    }
   }
 
   /** The connection's publisher, opened on first use and again after its channel is lost. */
@@ -278,15 +304,4 @@ function withHeartbeat(url: string, heartbeatSeconds: number): string {
   const parsed = new URL(url);
   parsed.searchParams.set('heartbeat', String(heartbeatSeconds));
   return parsed.toString();
-}
-
-/** The URL without its password, for error messages and logs. */
-function redacted(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparseable URL)';
-  }
 }

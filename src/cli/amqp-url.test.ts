@@ -88,4 +88,31 @@ describe('the RabbitMQ URL on the command line', () => {
     assert.equal(run.code, 2, run.stderr);
     assert.match(run.stderr, /option '--amqp-file <path>' cannot be used with option '--amqp <url>'/);
   });
+
+  it('takes a cluster as several --amqp or a comma-separated list, tries every node, and names each without its password', () => {
+    for (const args of [
+      ['--amqp', `amqp://planrun:${password}@127.0.0.1:1`, '--amqp', '127.0.0.1:2'],
+      ['--amqp', `amqp://planrun:${password}@127.0.0.1:1,127.0.0.1:2`],
+    ]) {
+      const run = planrun(['orchestrator', ...args]);
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, /cannot connect to RabbitMQ at amqp:\/\/planrun:\*\*\*@127\.0\.0\.1:1,127\.0\.0\.1:2/);
+      assert.match(run.stderr, /127\.0\.0\.1:2.*ECONNREFUSED/s, 'the second node was tried');
+      assert.doesNotMatch(run.stdout + run.stderr, new RegExp(password));
+    }
+  });
+
+  it('a list it cannot read, --queue-type without RabbitMQ or of another type are usage errors', () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['worker', '--amqp', 'amqp://127.0.0.1:1/vh,127.0.0.1:2'], /RabbitMQ URL: .*only the last host may be followed by a vhost/],
+      [['worker', '--amqp', '127.0.0.1:1'], /RabbitMQ URL: the RabbitMQ URL list must start with amqp:\/\//],
+      [['orchestrator', '--broker-socket', join(dir.path, 'b.sock'), '--queue-type', 'quorum'], /--queue-type applies to RabbitMQ/],
+      [['worker', '--amqp', 'amqp://127.0.0.1:1', '--queue-type', 'stream'], /argument 'stream' is invalid. Allowed choices are classic, quorum/],
+    ];
+    for (const [args, message] of cases) {
+      const run = planrun(args);
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, message);
+    }
+  });
 });

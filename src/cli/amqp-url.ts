@@ -1,11 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
+import { parseAmqpUrls } from '../broker/amqp-urls.js';
+import { queueTypes, type QueueType } from '../broker/rabbitmq-topology.js';
 import { UsageError } from './options.js';
 
-/** Where a command may take its RabbitMQ URL from. */
+/** Where a command may take its RabbitMQ URL from, and how it declares its queues there. */
 export interface AmqpFlags {
+  /** Every `--amqp` given, joined with commas: one list of the cluster's nodes. */
   amqp?: string;
   amqpFile?: string;
+  queueType?: QueueType;
 }
 
 /**
@@ -15,8 +19,29 @@ export interface AmqpFlags {
  */
 export function addAmqpOptions(command: Command, description = 'RabbitMQ URL, without a password (or PLANRUN_AMQP_URL)'): Command {
   return command
-    .option('--amqp <url>', description)
-    .addOption(new Option('--amqp-file <path>', 'a file holding the RabbitMQ URL, password included (instead of --amqp)').conflicts('amqp'));
+    .addOption(
+      new Option(
+        '--amqp <url>',
+        `${description}; a cluster's nodes as several --amqp, or comma-separated (amqp://a,b:5673,c/vhost): it connects to the first that answers and to another when that one is lost`,
+      ).argParser((value: string, previous: string | undefined) => (previous === undefined ? value : `${previous},${value}`)),
+    )
+    .addOption(new Option('--amqp-file <path>', 'a file holding the RabbitMQ URL, password included (instead of --amqp)').conflicts('amqp'))
+    .addOption(
+      new Option(
+        '--queue-type <type>',
+        "RabbitMQ: how planrun's queues are declared; quorum replicates them over a cluster (every planrun process on the broker must agree) (default: classic, or PLANRUN_QUEUE_TYPE)",
+      )
+        .choices(queueTypes)
+        .env('PLANRUN_QUEUE_TYPE'),
+    );
+}
+
+/** The queue type, which only RabbitMQ has: asking for one without it is a mistake worth saying. */
+export function queueTypeFrom(flags: AmqpFlags, url: string | undefined): QueueType {
+  if (flags.queueType !== undefined && url === undefined) {
+    throw new UsageError('--queue-type applies to RabbitMQ (--amqp-file, PLANRUN_AMQP_URL or --amqp); the embedded broker has one kind of queue');
+  }
+  return flags.queueType ?? 'classic';
 }
 
 let warnedAboutArgv = false;
@@ -27,6 +52,18 @@ let warnedAboutArgv = false;
  * password not repeated).
  */
 export function amqpUrlFrom(flags: AmqpFlags): string | undefined {
+  const url = givenUrl(flags);
+  if (url !== undefined) {
+    try {
+      parseAmqpUrls(url);
+    } catch (error) {
+      throw new UsageError(`RabbitMQ URL: ${(error as Error).message}`);
+    }
+  }
+  return url;
+}
+
+function givenUrl(flags: AmqpFlags): string | undefined {
   if (flags.amqpFile !== undefined) return readUrlFile(flags.amqpFile);
   if (flags.amqp !== undefined) {
     if (hasPassword(flags.amqp) && !warnedAboutArgv) {

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Broker } from '../broker/broker.js';
 import { RabbitMqBroker } from '../broker/rabbitmq.js';
+import type { QueueType } from '../broker/rabbitmq-topology.js';
 import type { LogFormat } from '../core/logger.js';
 import type { LedgerConfig } from '../ledger/ledger.js';
 import type { S3OutputStore } from '../orchestrator/object-store.js';
@@ -35,6 +36,8 @@ export interface LocalStackOptions {
   rateLimit?: RateLimit | 'off';
   /** RabbitMQ; without it, an embedded broker stored in `<data-dir>/broker.db` that workers reach through `<data-dir>/broker.sock`. */
   amqp?: string;
+  /** How planrun's queues are declared on RabbitMQ (default classic), by the orchestrator and the workers. */
+  queueType?: QueueType;
   /** Where a queue submission's tenant comes from (default: its body). */
   submitTenant?: SubmitTenantSource;
   /** An S3-compatible output store (`--store`); the workers then upload with the URLs the fence hands out. */
@@ -103,8 +106,9 @@ export class LocalStack {
     // The URL (its password) reaches the workers in their environment, never on a command line anyone can read.
     let workerBrokerEnv: NodeJS.ProcessEnv;
     if (options.amqp) {
-      broker = await RabbitMqBroker.connect({ url: options.amqp });
-      workerBrokerArgs = [];
+      const queueType = options.queueType ?? 'classic';
+      broker = await RabbitMqBroker.connect({ url: options.amqp, queueType });
+      workerBrokerArgs = ['--queue-type', queueType];
       workerBrokerEnv = { PLANRUN_AMQP_URL: options.amqp };
     } else {
       embedded = await EmbeddedBrokerService.start(dataDir);

@@ -242,6 +242,28 @@ describe('chaos checker', () => {
     );
   });
 
+  it('reports a job whose effect two orchestrators both took: two ending settles, two result ids', () => {
+    const settle = (e: Event) => e.kind === 'control' && e.op === 'settle';
+    const twoSettles = edit(cleanHistory(), settle, (e) => [e, { ...e, t: e.t + 3, src: 'o2', pid: 3 }]);
+    const report = check(twoSettles);
+    assert.ok(violated(report).includes('one-effect-across-orchestrators'));
+    assert.match(invariant(report, 'one-effect-across-orchestrators').violations[0]!.message, /2 settles ending it accepted, by orchestrator, o2/);
+
+    const resultPublish = (e: Event) => e.kind === 'publish' && (e as { routingKey?: string }).routingKey !== undefined;
+    const twoIds = edit(cleanHistory(), resultPublish, (e) => [e, { ...e, t: e.t + 3, src: 'o2', pid: 3, messageId: 'j1-o2' } as Event]);
+    const message = invariant(check(twoIds), 'one-effect-across-orchestrators').violations[0]?.message;
+    assert.match(message ?? '', /result published under 2 message ids \(j1 by orchestrator; j1-o2 by o2\)/);
+  });
+
+  it('accepts the same result message published again by another orchestrator (a relay that died after the confirm)', () => {
+    const resultPublish = (e: Event) => e.kind === 'publish' && (e as { routingKey?: string }).routingKey !== undefined;
+    const report = check(edit(cleanHistory(), resultPublish, (e) => [e, { ...e, t: e.t + 3, src: 'o2', pid: 3 }]));
+    assert.deepEqual(violated(report), []);
+    const effect = invariant(report, 'one-effect-across-orchestrators');
+    assert.equal(effect.checked, 1);
+    assert.match(effect.note ?? '', /orchestrators seen: o2, orchestrator/);
+  });
+
   it('accepts a redelivered result with the same id and body', () => {
     const events = edit(cleanHistory(), isKind('result'), (e) => [e, { ...e, t: e.t + 5, redelivered: true } as Event]);
     assert.deepEqual(violated(check(events)), []);

@@ -118,6 +118,7 @@ export function check(history: readonly HistoryEvent[]): CheckReport {
     oneSettle(ctx),
     oneLeasePerAttempt(ctx),
     oneResult(ctx),
+    oneEffectAcrossOrchestrators(ctx),
     idempotency(ctx),
     noStaleAccepted(ctx),
     staleOutput(ctx),
@@ -628,6 +629,47 @@ function oneResult(ctx: Context): InvariantResult {
     if (!ctx.ledger.has(id)) violations.push({ message: `result message for ${id}, a job the ledger does not have`, events: received });
   }
   return result('one-result', 'G2', title, checked, violations);
+}
+
+/**
+ * With several orchestrators on one ledger, a job's effect must still happen once: any of
+ * them may answer a settle or relay a result row, and none may take a second one. Per
+ * job: one accepted settle that ended it, whichever orchestrator accepted it; every result
+ * message any orchestrator published under one message id, all with one answer (a relay
+ * that died after the broker's confirm may publish a row again: the same message).
+ */
+function oneEffectAcrossOrchestrators(ctx: Context): InvariantResult {
+  const title = "a job's effect is never doubled across orchestrators: one accepted settle ending it, one result message id and answer";
+  if (!ctx.hasLedger) return noLedger('one-effect-across-orchestrators', 'G2', title);
+  const violations: Violation[] = [];
+  const orchestrators = new Set<string>();
+  const endingSettles = new Map<string, HistoryEventOf<'control'>[]>();
+  for (const c of ctx.controls) {
+    orchestrators.add(c.src);
+    if (c.ans.accepted === true && terminalTransitions.has(String(c.ans.transition))) append(endingSettles, c.req.jobId as string, c);
+  }
+  let checked = 0;
+  for (const { job } of ctx.ledger.values()) {
+    if (job.state !== 'finished' && job.state !== 'failed') continue;
+    checked++;
+    const problems: string[] = [];
+    const settles = endingSettles.get(job.id) ?? [];
+    if (settles.length > 1) problems.push(`${settles.length} settles ending it accepted, by ${settles.map((s) => s.src).join(', ')}`);
+    const published = ctx.eventsOf(job.id).filter((e): e is HistoryEventOf<'publish'> => e.kind === 'publish' && e.ok && e.routingKey !== undefined);
+    for (const p of published) orchestrators.add(p.src);
+    const ids = new Map<string, Set<string>>();
+    for (const p of published) ids.set(String(p.messageId), (ids.get(String(p.messageId)) ?? new Set()).add(p.src));
+    if (ids.size > 1) {
+      problems.push(`result published under ${ids.size} message ids (${[...ids].map(([id, by]) => `${id} by ${[...by].join('+')}`).join('; ')})`);
+    }
+    const answers = new Set(published.map((p) => answerOf(p.body as ResultMessage)));
+    if (answers.size > 1) problems.push(`${answers.size} different result answers published (by ${[...new Set(published.map((p) => p.src))].join(', ')})`);
+    if (problems.length > 0) {
+      violations.push({ jobId: job.id, message: `job ${job.id}: ${problems.join('; ')}`, focus: [...settles, ...published], events: ctx.eventsOf(job.id) });
+    }
+  }
+  const note = `orchestrators seen: ${[...orchestrators].sort().join(', ') || 'none'}`;
+  return result('one-effect-across-orchestrators', 'G2', title, checked, violations, note);
 }
 
 function answerOf(body: ResultMessage): string {

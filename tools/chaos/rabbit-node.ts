@@ -20,6 +20,11 @@ export interface RabbitNodeOptions {
   dir: string;
   consumerTimeoutMs: number;
   log?: (message: string) => void;
+  /**
+   * The Erlang cookie (default: a fresh random one): nodes of one cluster share it, and
+   * rabbitmqctl reads it from the node's HOME.
+   */
+  cookie?: string;
 }
 
 export interface QueueDepth {
@@ -49,6 +54,8 @@ export class RabbitNode {
     this.nodeName = `planrun-chaos-${randomBytes(3).toString('hex')}@localhost`;
     const dir = options.dir;
     for (const sub of ['mnesia', 'log', 'home']) mkdirSync(join(dir, sub), { recursive: true });
+    // Erlang refuses a cookie file others may read.
+    writeFileSync(join(dir, 'home', '.erlang.cookie'), options.cookie ?? randomBytes(16).toString('hex'), { mode: 0o400 });
     writeFileSync(join(dir, 'enabled_plugins'), '');
     writeFileSync(join(dir, 'rabbitmq.conf'), `listeners.tcp.1 = 127.0.0.1:${port}\n`);
     writeFileSync(join(dir, 'advanced.config'), `[{rabbit, [{consumer_timeout, ${options.consumerTimeoutMs}}, {channel_tick_interval, 1000}]}].\n`);
@@ -161,7 +168,8 @@ export class RabbitNode {
     this.options.log?.(`RabbitMQ node ${this.nodeName} up on 127.0.0.1:${this.port} (pid ${this.pid()})`);
   }
 
-  private ctl(args: string[], timeoutMs: number): Promise<string> {
+  /** `rabbitmqctl -n <this node> ARGS`. */
+  ctl(args: string[], timeoutMs: number): Promise<string> {
     return run(binary('rabbitmqctl'), ['-n', this.nodeName, ...args], this.env, timeoutMs);
   }
 }

@@ -7,19 +7,20 @@ import { runDemo } from '../../deploy/demo.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { formatPercent, progressBar, table } from '../job-output.js';
-import { amqpUrlFrom } from '../amqp-url.js';
+import { amqpUrlFrom, queueTypeFrom } from '../amqp-url.js';
 import type { DemoFlags } from './demo.js';
 
 export async function demo(flags: DemoFlags): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'planrun-demo-'));
   const amqp = amqpUrlFrom(flags);
+  const queueType = queueTypeFrom(flags, amqp);
   const prefix = flags.prefix ?? `planrun-demo-${process.pid}`;
   const logger = createLogger('planrun-demo', process.env.PLANRUN_LOG_LEVEL ?? 'error');
   const stack = await LocalStack.start({
     dataDir,
     host: '127.0.0.1',
     port: 0,
-    ...(amqp ? { amqp } : {}),
+    ...(amqp ? { amqp, queueType } : {}),
     workers: 2,
     slots: 2,
     jobs: [],

@@ -6,7 +6,7 @@ import { OrchestratorService } from '../../deploy/orchestrator-service.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
-import { amqpUrlFrom } from '../amqp-url.js';
+import { amqpUrlFrom, queueTypeFrom } from '../amqp-url.js';
 import { ledgerChoice, metricsListener, UsageError } from '../options.js';
 import { retainMsFrom, submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
@@ -23,6 +23,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
   if (url && flags.consumerTimeout !== undefined) {
     throw new UsageError("--consumer-timeout applies to the embedded broker (--broker-socket); RabbitMQ's is consumer_timeout in its own config");
   }
+  const queueType = queueTypeFrom(flags, url);
   const submitTenant = submitTenantFrom(flags, url !== undefined);
   const objectStore = await objectStoreFrom(flags);
   const storeCleanup = storeCleanupFrom(flags);
@@ -35,7 +36,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
         ...(flags.consumerTimeout === undefined ? {} : { consumerTimeoutMs: flags.consumerTimeout }),
       })
     : undefined;
-  const connected: Broker = embedded ? embedded.broker.connect() : await RabbitMqBroker.connect({ url: url! });
+  const connected: Broker = embedded ? embedded.broker.connect() : await RabbitMqBroker.connect({ url: url!, queueType });
   const broker = instrument?.wrapBroker?.(connected, 'orchestrator') ?? connected;
   const service = await OrchestratorService.start({
     dataDir: flags.dataDir,

@@ -5,7 +5,7 @@ import { localKeyFile, localTenant } from '../../deploy/local-key.js';
 import { LocalStack } from '../../deploy/local-stack.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { describeLedger } from '../../ledger/open-ledger.js';
-import { amqpUrlFrom } from '../amqp-url.js';
+import { amqpUrlFrom, queueTypeFrom } from '../amqp-url.js';
 import { checkJobModules } from '../job-modules.js';
 import { describeSandbox, sandboxArgs, sandboxPolicy } from '../sandbox-options.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
@@ -28,6 +28,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const logFormat = process.env.PLANRUN_LOG_FORMAT === 'json' ? 'json' : 'console';
   const logger = createLogger('planrun-orchestrator', logLevel, logFormat);
   const amqp = amqpUrlFrom(flags);
+  const queueType = queueTypeFrom(flags, amqp);
   const submitTenant = submitTenantFrom(flags, amqp !== undefined);
   const stack = await LocalStack.start({
     dataDir: flags.dataDir,
@@ -36,7 +37,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     port: flags.port,
     ...metricsListener(flags),
     rateLimit: flags.rateLimit,
-    ...(amqp ? { amqp } : {}),
+    ...(amqp ? { amqp, queueType } : {}),
     submitTenant,
     ...(objectStore ? { objectStore } : {}),
     ...(storeCleanup ? { storeCleanup } : {}),

@@ -7,7 +7,7 @@ import { fatalExitCode } from '../../worker/exit-codes.js';
 import { DirectoryOutputStore } from '../../worker/output-store.js';
 import { ProcessPool } from '../../worker/runner/pool.js';
 import { Worker } from '../../worker/worker.js';
-import { amqpUrlFrom } from '../amqp-url.js';
+import { amqpUrlFrom, queueTypeFrom } from '../amqp-url.js';
 import { connectBroker } from '../broker-connection.js';
 import { loadInstrument } from '../instrument.js';
 import { checkJobModules } from '../job-modules.js';
@@ -20,6 +20,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
   delete process.env.PLANRUN_FLEET_KEY;
   const amqpUrl = amqpUrlFrom(flags);
   delete process.env.PLANRUN_AMQP_URL;
+  const queueType = queueTypeFrom(flags, amqpUrl);
   // Before anything starts: a module that cannot load is a usage error, not a crash loop.
   const { modules: jobModules, registry } = await checkJobModules(flags.jobs ?? []);
   // Only when PLANRUN_INSTRUMENT names one (the chaos runner's recorder): observes the broker and the worker.
@@ -43,7 +44,7 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     ...(flags.jobTimeout === undefined ? {} : { jobTimeoutMs: flags.jobTimeout }),
   });
   await runner.ready();
-  const connected = await connectBroker({ amqpUrl, ...(flags.brokerSocket ? { brokerSocket: flags.brokerSocket } : {}) }, 'worker');
+  const connected = await connectBroker({ amqpUrl, queueType, ...(flags.brokerSocket ? { brokerSocket: flags.brokerSocket } : {}) }, 'worker');
   const broker = instrument?.wrapBroker?.(connected, 'worker') ?? connected;
   const worker = new Worker({
     broker,
