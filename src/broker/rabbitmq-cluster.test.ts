@@ -18,7 +18,7 @@ import { tempDir } from '../../test/testing/temp-dir.js';
 import { waitFor } from '../../test/testing/wait.js';
 import { startPlanrunProcess, startWorkerProcess, type WorkerProcess } from '../../test/testing/worker-process.js';
 import { Client } from '../client/client.js';
-import { KeyStore } from '../keys/key-store.js';
+import { createKey } from '../../test/testing/keys.js';
 import { Topology } from '../topology.js';
 import { isBrokerError, type BrokerEvent } from './broker.js';
 import { RabbitMqBroker, type RabbitMqOptions } from './rabbitmq.js';
@@ -88,9 +88,7 @@ describe('planrun on a 3-node RabbitMQ cluster with quorum queues', { timeout: 1
 
   it('loses no confirmed submission when a node is killed, and the processes carry on on a live node', { timeout: 10 * 60_000 }, async () => {
     const topology = new Topology(`t${randomUUID().slice(0, 8)}`);
-    const keys = KeyStore.open(dir.path);
-    const { key } = keys.create('acme');
-    keys.close();
+    const key = await createKey(dir.path, 'acme');
     const port = await freePort();
     // Every process lists node 1 first, so they are all on the node that dies.
     const amqp = urlsFrom(0);
