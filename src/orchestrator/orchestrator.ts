@@ -25,7 +25,7 @@ import { defaultOutboxRelayOptions, OutboxRelay, type OutboxRelayOptions } from 
 import { SubmitConsumer } from './submit-consumer.js';
 import { defaultStoreCleanupGraceMs, StoreCleaner, type StoreCleanupOptions } from './store-cleaner.js';
 import type { SubmitTenantSource } from './submit-tenant.js';
-import { Sweeper } from './sweeper.js';
+import { Dispatcher } from './dispatcher.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
 export interface OrchestratorOptions {
@@ -87,7 +87,8 @@ export interface OrchestratorOptions {
 export class Orchestrator {
   readonly fleet: Fleet;
   readonly relay: OutboxRelay;
-  readonly sweeper: Sweeper;
+  /** Sweeps expired leases, then releases the work of waiting jobs the free slots and limits allow. */
+  readonly dispatcher: Dispatcher;
   /** Tells listeners (the event stream, metrics) that a job changed. */
   readonly events = new JobEvents();
   readonly ledger: Ledger;
@@ -121,7 +122,11 @@ export class Orchestrator {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
         // A worker whose broker user may not declare queues consumes the ones the orchestrator declares.
-        heard: (report) => this.relay.declareWorkQueues(report.jobTypes),
+        heard: (report) => {
+          this.relay.declareWorkQueues(report.jobTypes);
+          // A heartbeat may announce free slots (a new worker, or one that finished jobs).
+          this.dispatcher.wake();
+        },
       },
       options.objectStore
         ? { store: options.objectStore, now: () => clock.now(), ...(options.uploadGraceMs === undefined ? {} : { graceMs: options.uploadGraceMs }) }
@@ -152,10 +157,11 @@ export class Orchestrator {
       options.logger.child({ part: 'submit-queue' }),
       options.submitTenant,
     );
-    this.sweeper = new Sweeper(
+    this.dispatcher = new Dispatcher(
       options.ledger,
-      options.logger.child({ part: 'sweeper' }),
+      options.logger.child({ part: 'dispatcher' }),
       options.sweepIntervalMs ?? 1000,
+      this.fleet.windowMs,
       (report) => {
         this.relay.notify();
         const expired = [
@@ -167,6 +173,8 @@ export class Orchestrator {
           this.events.emit({ jobId, kind: 'state' });
           void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
         }
+        // A released job's waitingFor changed.
+        for (const { jobId } of report.released) this.events.emit({ jobId, kind: 'state' });
       },
       () => this.fleet.typesWithFreeSlots(),
     );
@@ -211,7 +219,7 @@ export class Orchestrator {
     });
     this.relay.start();
     this.fleetRefresh.start();
-    this.sweeper.start();
+    this.dispatcher.start();
     this.storeCleaner?.start();
     await this.submitConsumer.start();
   }
@@ -239,6 +247,7 @@ export class Orchestrator {
       }
     }
     this.relay.notify();
+    this.dispatcher.wake();
     return routed;
   }
 
@@ -263,7 +272,7 @@ export class Orchestrator {
   async stop(): Promise<void> {
     await this.submitConsumer.stop();
     await this.controlSubscription?.cancel();
-    await this.sweeper.stop();
+    await this.dispatcher.stop();
     await this.storeCleaner?.stop();
     await this.relay.stop();
     await this.fleetRefresh.stop();
@@ -316,8 +325,10 @@ export class Orchestrator {
   private announce(answer: ControlAnswer): void {
     if (answer.op === 'lease' && answer.granted) this.events.emit({ jobId: answer.jobId, kind: 'state' });
     if (answer.op === 'progress' && answer.accepted) this.events.emit({ jobId: answer.jobId, kind: 'progress' });
+    if (answer.op === 'release' && answer.accepted) this.dispatcher.wake();
     if (answer.op === 'settle' && answer.accepted) {
       this.relay.notify();
+      this.dispatcher.wake();
       this.events.emit({ jobId: answer.jobId, kind: 'state' });
     }
   }

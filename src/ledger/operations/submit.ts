@@ -1,8 +1,9 @@
 /**
- * submit: (none) -> queued@1, plus the outbox row of its work message, in one transaction.
+ * submit: (none) -> queued@1, in one transaction; in fifo mode with the outbox row of its
+ * work message (due when the job is), in fair mode without: the dispatcher releases it.
  *
  * Params: tenant, type, input (JSON-serialisable), requires?, idempotencyKey?, maxAttempts?,
- *         timeoutSeconds?
+ *         timeoutSeconds?, priority?, concurrencyKey?, concurrencyLimit?, runAt? or delaySeconds?
  * Result: { job, created }. A (tenant, idempotencyKey) seen before with the same
  *         submission returns the existing job with created=false and writes nothing. Two orchestrators submitting the same
  *         key at once (PostgreSQL): the unique index lets one insert, the other finds its
@@ -20,16 +21,21 @@ import { isDeepStrictEqual } from 'node:util';
 
 import { LedgerError, LedgerErrorCode } from '../errors.js';
 import type { Job, SubmitParams, SubmitResult } from '../ledger.js';
+import { validateDispatch, type ValidDispatch } from '../shared/dispatch-rules.js';
 import { validateSubmission, type ValidSubmission } from '../shared/input-validation.js';
 import { enqueueWork } from './outbox.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
 export function* submitMany(params: readonly SubmitParams[], env: OperationEnv): Plan<SubmitResult[]> {
-  const valid = params.map((p) => ({ ...validateSubmission(p, env.config.defaultMaxAttempts), maxAttemptsGiven: p.maxAttempts !== undefined }));
+  const valid = params.map((p) => ({
+    ...validateSubmission(p, env.config.defaultMaxAttempts),
+    maxAttemptsGiven: p.maxAttempts !== undefined,
+    dispatch: validateDispatch(p, env.now),
+  }));
   const keys = new Set(valid.flatMap((v) => (v.idempotencyKey === null ? [] : [JSON.stringify([v.tenant, v.idempotencyKey])])));
   if (keys.size > 1) yield* run('lockIdempotencyKeys', { keys: [...keys] });
   const results: SubmitResult[] = [];
-  for (const { maxAttemptsGiven, ...submission } of valid) results.push(yield* submitOne(submission, maxAttemptsGiven, env));
+  for (const { maxAttemptsGiven, dispatch, ...submission } of valid) results.push(yield* submitOne(submission, dispatch, maxAttemptsGiven, env));
   return results;
 }
 
@@ -37,21 +43,24 @@ export function* submit(params: SubmitParams, env: OperationEnv): Plan<SubmitRes
   return (yield* submitMany([params], env))[0]!;
 }
 
-function* submitOne(valid: ValidSubmission, maxAttemptsGiven: boolean, { now, config }: OperationEnv): Plan<SubmitResult> {
+function* submitOne(valid: ValidSubmission, dispatch: ValidDispatch, maxAttemptsGiven: boolean, { now, config }: OperationEnv): Plan<SubmitResult> {
   const { tenant, idempotencyKey } = valid;
   if (idempotencyKey !== null) {
     const existing = yield* run('selectJobByKey', { tenant, idempotencyKey });
     if (existing) return sameJob(existing, valid, maxAttemptsGiven);
   }
   const id = randomUUID();
-  if (!(yield* run('insertJob', { id, submission: valid, now, redispatchAt: now + config.redispatchAfterMs }))) {
+  // fifo: the work message goes out with the job, due when the job is; fair: the dispatcher releases it.
+  const fifo = config.dispatch === 'fifo';
+  const redispatchAt = dispatch.notBefore + config.redispatchAfterMs;
+  if (!(yield* run('insertJob', { id, submission: valid, now, redispatchAt, dispatch, dispatchedAttempt: fifo ? 1 : null }))) {
     // Another transaction inserted this key since our look-up and has committed by now.
     const existing = idempotencyKey === null ? undefined : yield* run('selectJobByKey', { tenant, idempotencyKey });
     if (!existing) throw new Error(`planrun ledger: idempotency key ${idempotencyKey} conflicted with no job`);
     return sameJob(existing, valid, maxAttemptsGiven);
   }
-  const job = queuedJob(id, valid, now);
-  yield* enqueueWork(job, now, now);
+  const job = queuedJob(id, valid, dispatch, now);
+  if (fifo) yield* enqueueWork(job, now, dispatch.notBefore);
   return { job, created: true };
 }
 
@@ -78,7 +87,7 @@ function sameJob(existing: Job, valid: ValidSubmission, maxAttemptsGiven: boolea
 }
 
 /** The job as insertJob writes it (not read back: a bulk submit would read every row it wrote). */
-function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
+function queuedJob(id: string, valid: ValidSubmission, dispatch: ValidDispatch, now: number): Job {
   return {
     id,
     tenant: valid.tenant,
@@ -90,7 +99,10 @@ function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
     attempt: 1,
     maxAttempts: valid.maxAttempts,
     timeoutSeconds: valid.timeoutSeconds,
-    notBefore: now,
+    priority: dispatch.priority,
+    concurrencyKey: dispatch.concurrencyKey,
+    concurrencyLimit: dispatch.concurrencyLimit,
+    notBefore: dispatch.notBefore,
     leaseToken: null,
     leaseHolder: null,
     leaseDeadline: null,

@@ -15,6 +15,10 @@ export interface JobRow {
   attempt: number;
   max_attempts: number;
   timeout_seconds: number | null;
+  priority: number;
+  concurrency_key: string | null;
+  concurrency_limit: number | null;
+  dispatched_attempt: number | null;
   not_before: number;
   redispatch_at: number | null;
   lease_token: string | null;
@@ -58,6 +62,9 @@ export function toJob(row: JobRow): Job {
     attempt: row.attempt,
     maxAttempts: row.max_attempts,
     timeoutSeconds: row.timeout_seconds,
+    priority: Number(row.priority),
+    concurrencyKey: row.concurrency_key,
+    concurrencyLimit: row.concurrency_limit,
     notBefore: row.not_before,
     leaseToken: row.lease_token,
     leaseHolder: row.lease_holder,

@@ -16,6 +16,7 @@ import { describe } from 'node:test';
 import type { LedgerConfig } from '../../../src/ledger/ledger.js';
 import { testConfig, withLedger, type LedgerFactory, type LedgerHarness } from '../testing.js';
 import { cancelConformance } from './cancel.js';
+import { dispatchConformance } from './dispatch.js';
 import { fenceConformance } from './fence.js';
 import { fleetConformance } from './fleet.js';
 import { grantConformance } from './grant.js';
@@ -55,5 +56,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     nulConformance(run);
     uploadGrantsConformance(run);
     fleetConformance(run);
+    dispatchConformance(run);
   });
 }
