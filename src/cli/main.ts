@@ -13,6 +13,7 @@ import { registerOrchestratorCommand } from './commands/orchestrator.js';
 import { registerRabbitmqCommand } from './commands/rabbitmq.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerSubmitCommand } from './commands/submit.js';
+import { registerTenantsCommands } from './commands/tenants.js';
 import { registerWatchCommand } from './commands/watch.js';
 import { registerUpCommand } from './commands/up.js';
 import { registerWorkerCommand } from './commands/worker.js';
@@ -41,6 +42,7 @@ registerCancelCommand(program);
 registerDownloadCommand(program);
 registerFleetCommand(program);
 registerKeysCommand(program);
+registerTenantsCommands(program);
 registerRabbitmqCommand(program);
 registerDemoCommand(program);
 

@@ -92,6 +92,8 @@ export class Orchestrator {
   /** Tells listeners (the event stream, metrics) that a job changed. */
   readonly events = new JobEvents();
   readonly ledger: Ledger;
+  /** The orchestrator's clock (the ledger's, in tests that inject one). */
+  readonly clock: Clock;
   readonly metrics: OrchestratorMetrics;
   /** The S3-compatible output store, when the orchestrator has one (`--store`). */
   readonly objectStore: S3OutputStore | undefined;
@@ -107,6 +109,7 @@ export class Orchestrator {
 
   constructor(private readonly options: OrchestratorOptions) {
     const clock = options.clock ?? systemClock;
+    this.clock = clock;
     this.ledger = options.ledger;
     this.objectStore = options.objectStore;
     this.topology = options.topology ?? defaultTopology;

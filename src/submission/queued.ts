@@ -4,6 +4,7 @@
  * shape, then the tenant and the input.
  */
 import { Ajv } from 'ajv';
+import type { DispatchFields } from './dispatch-fields.js';
 import { bodyTooLarge, describeSchemaErrors, inputProblem, jsonTextProblem, submissionLimits, submissionProperties, tenantNameProblem } from './rules.js';
 
 /** A body on the submit queue: the HTTP body plus the tenant. */
@@ -14,7 +15,7 @@ const queuedSubmissionSchema = {
   properties: { tenant: { type: 'string' }, ...submissionProperties },
 } as const;
 
-export interface QueuedSubmission {
+export interface QueuedSubmission extends DispatchFields {
   tenant: string;
   type: string;
   input: unknown;

@@ -15,6 +15,7 @@
  *   checked without recursion, so a body 100,000 levels deep is refused like any other.
  */
 import type { ErrorObject } from 'ajv';
+import { dispatchProperties } from './dispatch-fields.js';
 import { jsonTextDepthExceeds, valueDepthExceeds } from './json-depth.js';
 
 /** Letters, digits, `-` and `_`, starting with a letter, at most 64 characters. */
@@ -85,6 +86,7 @@ export const submissionProperties = {
     description:
       "how long one run may take: past it the job gets its abort signal, then SIGKILL, and the attempt fails Transient timeout (default: the job type's, else the worker's --job-timeout)",
   },
+  ...dispatchProperties,
 } as const;
 
 /** Names the field at fault, e.g. `body/type must be string`, `body must NOT have property "tenant"`. */

@@ -18,7 +18,7 @@ const listQuery = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'] },
+    state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'], description: 'the ledger state: a scheduled job is listed with queued' },
     type: { type: 'string', minLength: 1, maxLength: 64 },
     cursor: { type: 'string', minLength: 1, maxLength: 256, description: 'the nextCursor of the page before' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
@@ -42,7 +42,8 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
   const { ledger } = orchestrator;
 
   async function detail(job: Job): Promise<JobView> {
-    return toJobView(job, await ledger.getAttempts(job.id));
+    const [attempts, waitingFor] = await Promise.all([ledger.getAttempts(job.id), ledger.waitingFor(job.id)]);
+    return toJobView(job, attempts, waitingFor, orchestrator.clock.now());
   }
 
   scope.get<{ Params: { id: string } }>(
@@ -79,7 +80,8 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         throw new ApiError(400, ApiErrorCode.invalidRequest, 'querystring must NOT have property "tenant"');
       }
       const page = await ledger.listJobs({ ...query, tenant: own ?? tenant });
-      return { jobs: page.jobs.map(toJobSummary), nextCursor: page.nextCursor };
+      const now = orchestrator.clock.now();
+      return { jobs: page.jobs.map((job) => toJobSummary(job, now)), nextCursor: page.nextCursor };
     },
   );
 

@@ -31,7 +31,7 @@ export function registerLedgerCommand(program: Command): void {
 }
 
 /** The ledger an orchestrator made: one that is not there is refused, not created empty. */
-async function openExisting(choice: string | undefined, dataDir: string): Promise<Ledger> {
+export async function openExisting(choice: string | undefined, dataDir: string): Promise<Ledger> {
   if (choice === undefined || choice === 'sqlite') requireData(dataDir, 'ledger.db');
   else if (/^postgres(ql)?:\/\//.test(choice)) await requireSchema(choice);
   return openLedger(choice, dataDir, defaultLedgerConfig);
