@@ -379,6 +379,12 @@ export interface SweepParams {
 export interface DispatchParams extends SweepParams {
   /** The fleet whose slots are offered: the workers heard from within this window. */
   fleetWindowMs: number;
+  /**
+   * Work released per slot beyond the slot's own job (default 0): 1 keeps about one round
+   * waiting in the broker, so a worker that finishes a job finds the next one there
+   * instead of waiting for a settle, a dispatch pass and the relay to bring it.
+   */
+  aheadPerSlot?: number;
 }
 
 export interface DispatchReport extends SweepReport {

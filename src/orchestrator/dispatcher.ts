@@ -16,8 +16,19 @@ import { Loop } from './loop.js';
  * gone, is only waiting in the queue, and a copy per job per period would pile up there
  * for as long as the backlog lasts.
  */
+/**
+ * One round waiting in the broker per slot: a worker that finishes a job finds the next
+ * there, instead of idling while the settle, a dispatch pass and the relay bring it (with
+ * none ahead, quick jobs ran a third slower). Fairness gives up at most that round.
+ */
+export const defaultAheadPerSlot = 1;
+
+/** A wake waits this long, so that one pass serves the settles and heartbeats of a burst. */
+const wakeCoalesceMs = 5;
+
 export class Dispatcher {
   private readonly loop: Loop;
+  private wakeTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly ledger: Ledger,
@@ -38,18 +49,27 @@ export class Dispatcher {
     this.loop.start();
   }
 
-  /** Asks for a pass now (or right after the one under way). */
+  /** Asks for a pass soon (within a few milliseconds, or right after the one under way). */
   wake(): void {
-    this.loop.wake();
+    this.wakeTimer ??= setTimeout(() => {
+      this.wakeTimer = undefined;
+      this.loop.wake();
+    }, wakeCoalesceMs);
   }
 
   stop(): Promise<void> {
+    clearTimeout(this.wakeTimer);
+    this.wakeTimer = undefined;
     return this.loop.stop();
   }
 
   async runOnce(): Promise<DispatchReport> {
     const redispatchTypes = this.redispatchTypes();
-    const report = await this.ledger.dispatch({ fleetWindowMs: this.fleetWindowMs, ...(redispatchTypes === undefined ? {} : { redispatchTypes }) });
+    const report = await this.ledger.dispatch({
+      fleetWindowMs: this.fleetWindowMs,
+      aheadPerSlot: defaultAheadPerSlot,
+      ...(redispatchTypes === undefined ? {} : { redispatchTypes }),
+    });
     const swept = report.requeued.length + report.exhausted.length + report.cancelled.length + report.redispatched.length;
     if (swept > 0) {
       this.logger.info(

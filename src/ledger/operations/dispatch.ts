@@ -5,7 +5,8 @@
  *      is free before anything is counted (reap before you count: a limit counted over
  *      orphaned leases would hold back work forever);
  *   2. in fair mode, for each job type with waiting jobs: its credit is the slots of the
- *      workers offering it (heard from within fleetWindowMs) less the capacity the type
+ *      workers offering it (heard from within fleetWindowMs; each counted 1 + aheadPerSlot
+ *      times) less the capacity the type
  *      holds (live leases and released, unleased work) and within the type's own limit;
  *      that many jobs are chosen by fair share between tenants, under the tenant, (tenant,
  *      type) and concurrency-key limits (shared/dispatch-rules.ts), and each one's work
@@ -15,7 +16,7 @@
  * message in flight. Where several orchestrators share the database (PostgreSQL) a lock
  * taken first makes their passes one at a time, so two never count the same free slot.
  *
- * Params: fleetWindowMs, and the sweep's (limit?, redispatchTypes?)
+ * Params: fleetWindowMs, aheadPerSlot? (default 0), and the sweep's (limit?, redispatchTypes?)
  * Result: the sweep's report and the jobs released.
  */
 import { LedgerError } from '../errors.js';
@@ -33,6 +34,8 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   if (!Number.isInteger(params.fleetWindowMs) || params.fleetWindowMs < 1) {
     throw new LedgerError('invalid_input', 'fleetWindowMs must be a whole number of milliseconds >= 1');
   }
+  const aheadPerSlot = params.aheadPerSlot ?? 0;
+  if (!Number.isInteger(aheadPerSlot) || aheadPerSlot < 0) throw new LedgerError('invalid_input', 'aheadPerSlot must be a whole number >= 0');
   const { now, config } = env;
   yield* run('lockDispatch', {});
   const swept = yield* sweep(params, env);
@@ -42,7 +45,7 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   if (groups.length === 0) return { ...swept, released: [] };
   const slots = new Map<string, number>();
   for (const member of yield* run('selectFleet', { heardSince: now - params.fleetWindowMs })) {
-    for (const type of member.jobTypes) slots.set(type, (slots.get(type) ?? 0) + member.slots);
+    for (const type of member.jobTypes) slots.set(type, (slots.get(type) ?? 0) + member.slots * (1 + aheadPerSlot));
   }
   const capacity = new Capacity(yield* run('selectOccupancy', { now }), yield* run('selectRunningLimits', {}));
   const weights = new Map((yield* run('selectTenantWeights', {})).map(({ tenant, weight }) => [tenant, weight]));
