@@ -266,7 +266,9 @@ export interface LedgerStatements {
 
   /**
    * Up to `limit` of the tenant's queued jobs of `type` waiting for the dispatcher (as
-   * selectWaitingGroups), highest priority first, then in submission order.
+   * selectWaitingGroups), highest priority first, then in submission order; where the
+   * database locks rows, locked, skipping rows another transaction holds (a cancel, a
+   * reject), so that markDispatched finds every row it is given still queued.
    */
   selectWaitingJobs(params: { type: string; tenant: string; now: number; limit: number }): WaitingJob[];
 

@@ -149,7 +149,7 @@ const lockDispatch = `SELECT pg_advisory_xact_lock(${0x706c_6470}) -- 'pldp'`;
 const selectWaitingGroups = `SELECT type, tenant, COUNT(*) AS count FROM jobs WHERE ${waiting('$1')} GROUP BY type, tenant`;
 const waitingColumns = 'id, tenant, type, attempt, priority, concurrency_key, concurrency_limit';
 const selectWaitingJobs = `SELECT ${waitingColumns} FROM jobs
-  WHERE type = $1 AND tenant = $2 AND ${waiting('$3')} ORDER BY priority DESC, seq LIMIT $4`;
+  WHERE type = $1 AND tenant = $2 AND ${waiting('$3')} ORDER BY priority DESC, seq LIMIT $4 FOR UPDATE SKIP LOCKED`;
 const selectWaitingJob = `SELECT ${waitingColumns}, state, not_before, dispatched_attempt FROM jobs WHERE id = $1`;
 const selectOccupancy = `SELECT tenant, type, concurrency_key, SUM(running) AS running, SUM(released) AS released FROM (
     SELECT tenant, type, concurrency_key, 1 AS running, 0 AS released FROM jobs WHERE state = 'running' AND lease_deadline > $1
