@@ -4,15 +4,20 @@
  * the client. Times become ISO 8601 strings.
  */
 import type { AttemptRecord, Job, RetryLinks } from '../ledger/ledger.js';
-import type { AttemptView, JobSummary, JobView, SubmittedJob } from '../wire/jobs.js';
+import type { AttemptView, JobSummary, JobView, ShownJobState, SubmittedJob, WaitingFor } from '../wire/jobs.js';
 import { withOutputFiles } from '../wire/outputs.js';
 
-export function toJobSummary(job: Job): JobSummary {
+/** `scheduled` for a queued job its submission put later, until then; else the ledger's state (a retry in its backoff stays queued). */
+export function shownState(job: Job, now: number): ShownJobState {
+  return job.state === 'queued' && job.attempt === 1 && job.notBefore > now ? 'scheduled' : job.state;
+}
+
+export function toJobSummary(job: Job, now: number): JobSummary {
   return {
     id: job.id,
     type: job.type,
     tenant: job.tenant,
-    state: job.state,
+    state: shownState(job, now),
     attempt: job.attempt,
     maxAttempts: job.maxAttempts,
     timeoutSeconds: job.timeoutSeconds,
@@ -33,12 +38,12 @@ export function toJobSummary(job: Job): JobSummary {
   };
 }
 
-export function toJobView(job: Job, attempts: readonly AttemptRecord[], links: RetryLinks): JobView {
-  return { ...toJobSummary(job), attempts: attempts.map(toAttemptView), retryOf: links.retryOf, retriedBy: links.retriedBy };
+export function toJobView(job: Job, attempts: readonly AttemptRecord[], links: RetryLinks, waitingFor: WaitingFor | null, now: number): JobView {
+  return { ...toJobSummary(job, now), waitingFor, attempts: attempts.map(toAttemptView), retryOf: links.retryOf, retriedBy: links.retriedBy };
 }
 
-export function toSubmittedJob(job: Job, created: boolean): SubmittedJob {
-  return { ...toJobSummary(job), created };
+export function toSubmittedJob(job: Job, created: boolean, now: number): SubmittedJob {
+  return { ...toJobSummary(job, now), created };
 }
 
 function toAttemptView(attempt: AttemptRecord): AttemptView {

@@ -15,6 +15,7 @@ import { registerRabbitmqCommand } from './commands/rabbitmq.js';
 import { registerRetryCommand } from './commands/retry.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerSubmitCommand } from './commands/submit.js';
+import { registerTenantsCommands } from './commands/tenants.js';
 import { registerWatchCommand } from './commands/watch.js';
 import { registerLogsCommand } from './commands/logs.js';
 import { registerUpCommand } from './commands/up.js';
@@ -47,6 +48,7 @@ registerFailuresCommand(program);
 registerDownloadCommand(program);
 registerFleetCommand(program);
 registerKeysCommand(program);
+registerTenantsCommands(program);
 registerRabbitmqCommand(program);
 registerDemoCommand(program);
 

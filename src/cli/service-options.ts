@@ -58,7 +58,15 @@ export function addLedgerTimingOptions(command: Command): Command {
     .addOption(durationFlag('--lease-ttl <duration>', 'how long a lease lasts without a heartbeat', defaultLedgerConfig.leaseTtlMs))
     .option('--max-attempts <n>', 'attempts per job unless its submission says otherwise', positiveIntOption, defaultLedgerConfig.defaultMaxAttempts)
     .addOption(durationFlag('--backoff <duration>', 'wait before attempt 2; doubles for each later attempt', defaultLedgerConfig.backoffBaseMs))
-    .addOption(durationFlag('--sweep-interval <duration>', 'how often expired leases and lost messages are swept', 1_000));
+    .addOption(durationFlag('--sweep-interval <duration>', 'how often expired leases and lost messages are swept, and waiting work dispatched', 1_000))
+    .addOption(
+      new Option(
+        '--dispatch <mode>',
+        "fair: the orchestrator releases a job's work when a worker of its type has a free slot, in fair shares between tenants and within the limits (planrun tenants); fifo: at submit, in submission order",
+      )
+        .choices(['fair', 'fifo'])
+        .default(defaultLedgerConfig.dispatch),
+    );
 }
 
 export interface SubmitTenantFlags {

@@ -286,7 +286,7 @@ export class Client {
     // single bytes (latin1), so the UTF-8 bytes go in one character each.
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = Buffer.from(options.idempotencyKey, 'utf8').toString('latin1');
     return this.request<SubmittedJob>('POST', '/v1/jobs', {
-      body: { type, input, requires: options.requires, maxAttempts: options.maxAttempts, timeoutSeconds: options.timeoutSeconds, limits: options.limits },
+      body: { type, input, ...submissionOptions(options) },
       headers,
     });
   }
@@ -301,10 +301,7 @@ export class Client {
         jobs: jobs.map((job) => ({
           type: job.type,
           input: job.input,
-          requires: job.requires,
-          maxAttempts: job.maxAttempts,
-          timeoutSeconds: job.timeoutSeconds,
-          limits: job.limits,
+          ...submissionOptions(job),
           idempotencyKey: job.idempotencyKey,
         })),
       },
@@ -727,4 +724,10 @@ function change(before: JobSummary | undefined, after: JobSummary): JobEvent | u
   }
   if (after.progress !== before.progress || after.progressMessage !== before.progressMessage) return { type: 'progress', job: after };
   return undefined;
+}
+
+/** The body fields of a submission's options (the idempotency key travels apart: a header, or the batch item). */
+function submissionOptions(options: SubmitOptions): Omit<SubmitOptions, 'idempotencyKey'> {
+  const { requires, maxAttempts, timeoutSeconds, limits, priority, concurrencyKey, concurrencyLimit, runAt, delaySeconds } = options;
+  return { requires, maxAttempts, timeoutSeconds, limits, priority, concurrencyKey, concurrencyLimit, runAt, delaySeconds };
 }

@@ -21,6 +21,7 @@ function job(state: JobSummary['state'], progress: number | null = null, attempt
     type: 'probe',
     tenant: 'acme',
     state,
+    waitingFor: null,
     attempt,
     maxAttempts: 3,
     timeoutSeconds: null,

@@ -32,6 +32,14 @@ export interface SubmitOptions {
   timeoutSeconds?: number;
   /** Resource limits of one run; they can only lower the job type's own. */
   limits?: JobLimits;
+  /** Higher first among the tenant's waiting jobs of the type (default 0). */
+  priority?: number;
+  /** At most concurrencyLimit (default 1) of the tenant's jobs with this key run at once. */
+  concurrencyKey?: string;
+  concurrencyLimit?: number;
+  /** Not started before this ISO 8601 time (with its zone), or delaySeconds from now. */
+  runAt?: string;
+  delaySeconds?: number;
 }
 
 export interface JobSubmission extends SubmitOptions {

@@ -1,6 +1,7 @@
 import type { SerializedError } from '../core/errors.js';
 import type { JobLimits, JobResult, ResultMessage } from '../wire/jobs.js';
 import type { LogDrop, LogEntry } from '../wire/logs.js';
+import type { WaitingFor } from './shared/dispatch-rules.js';
 import type { AttemptOutcome, FailureReason, JobState, Transition } from './states.js';
 
 /**
@@ -70,6 +71,20 @@ export interface Ledger {
   reject(params: RejectParams): Promise<RejectResult>;
   /** One sweeper pass at the ledger's current time. */
   sweep(params?: SweepParams): Promise<SweepReport>;
+  /**
+   * One pass of the dispatcher (dispatch.ts): the sweep at the ledger's current time, then,
+   * in the same transaction and with the capacity the sweep freed, the release of work
+   * messages for waiting jobs (fair mode; in fifo mode only the sweep).
+   */
+  dispatch(params: DispatchParams): Promise<DispatchReport>;
+  /** A tenant's weight in the fair share (null: back to 1). */
+  setTenantWeight(params: { tenant: string; weight: number | null }): Promise<void>;
+  /** The most live leases at once per tenant, per type or per (tenant, type) (null: no limit). */
+  setRunningLimit(params: { tenant?: string; type?: string; maxRunning: number | null }): Promise<void>;
+  /** Every weight and limit set, and the capacity held now per tenant and type. */
+  dispatchState(): Promise<DispatchState>;
+  /** Why a queued job has no work message in flight, or null when it has one (or is not queued). */
+  waitingFor(jobId: string): Promise<WaitingFor | null>;
   /** The oldest unsent outbox rows that are due, oldest first. */
   outboxTake(limit: number): Promise<OutboxMessage[]>;
   /**
@@ -196,7 +211,16 @@ export interface LedgerConfig {
   defaultMaxAttempts: number;
   /** A queued, due job whose work message has gone unleased this long gets it again. */
   redispatchAfterMs: number;
+  /**
+   * When a queued job's work message is written: `fair`, by the dispatcher (dispatch.ts),
+   * when a worker of its type has a free slot and no limit holds it back, in fair shares
+   * between tenants; `fifo`, at submit and at each requeue, so the broker's queue holds
+   * the whole backlog in submission order.
+   */
+  dispatch: DispatchMode;
 }
+
+export type DispatchMode = 'fair' | 'fifo';
 
 export const defaultLedgerConfig: LedgerConfig = {
   leaseTtlMs: 90_000,
@@ -204,6 +228,7 @@ export const defaultLedgerConfig: LedgerConfig = {
   backoffMaxMs: 300_000,
   defaultMaxAttempts: 3,
   redispatchAfterMs: 300_000,
+  dispatch: 'fair',
 };
 
 export function backoffFor(config: LedgerConfig, failedAttempt: number): number {
@@ -224,6 +249,11 @@ export interface Job {
   timeoutSeconds: number | null;
   /** Resource limits of one run, as submitted (the worker enforces the lower of these and the job type's); null: the type's. */
   limits: JobLimits | null;
+  /** Higher is released first among the tenant's waiting jobs of its type (default 0). */
+  priority: number;
+  /** At most concurrencyLimit live leases among the tenant's jobs with this key; null: none. */
+  concurrencyKey: string | null;
+  concurrencyLimit: number | null;
   notBefore: number;
   leaseToken: string | null;
   leaseHolder: string | null;
@@ -264,6 +294,14 @@ export interface SubmitParams {
   timeoutSeconds?: number;
   /** Resource limits of one run; they can only lower the job type's own. */
   limits?: JobLimits;
+  /** Higher first within the tenant's share of its type (an integer, default 0). */
+  priority?: number;
+  /** Jobs of the tenant with the same key run at most concurrencyLimit (default 1) at once. */
+  concurrencyKey?: string;
+  concurrencyLimit?: number;
+  /** Not started before this time (epoch ms); or delaySeconds after submit. At most one of the two. */
+  runAt?: number;
+  delaySeconds?: number;
 }
 
 export interface SubmitResult {
@@ -475,6 +513,38 @@ export interface SweepParams {
    */
   redispatchTypes?: readonly string[];
 }
+
+export interface DispatchParams extends SweepParams {
+  /** The fleet whose slots are offered: the workers heard from within this window. */
+  fleetWindowMs: number;
+  /**
+   * Work released per slot beyond the slot's own job (default 0): 1 keeps about one round
+   * waiting in the broker, so a worker that finishes a job finds the next one there
+   * instead of waiting for a settle, a dispatch pass and the relay to bring it.
+   */
+  aheadPerSlot?: number;
+}
+
+export interface DispatchReport extends SweepReport {
+  /** Jobs whose work message was released by this pass. */
+  released: Array<{ jobId: string; attempt: number; tenant: string; type: string }>;
+}
+
+/** A running limit: '' in tenant or type stands for any. */
+export interface RunningLimit {
+  tenant: string;
+  type: string;
+  maxRunning: number;
+}
+
+export interface DispatchState {
+  weights: Array<{ tenant: string; weight: number }>;
+  limits: RunningLimit[];
+  /** By tenant and type: jobs waiting for the dispatcher (due), and live leases. */
+  usage: Array<{ tenant: string; type: string; queued: number; running: number }>;
+}
+
+export type { WaitingFor } from './shared/dispatch-rules.js';
 
 export interface SweepReport {
   /** Expired leases moved to the next attempt. */

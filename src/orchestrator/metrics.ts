@@ -71,6 +71,38 @@ export class OrchestratorMetrics {
       (readingOutbox ??= ledger.outboxStats().finally(() => {
         readingOutbox = undefined;
       }));
+    // Fair dispatch: what each tenant has waiting and running per type, and the limits set.
+    const typeLabels = types;
+    let readingDispatch: ReturnType<Ledger['dispatchState']> | undefined;
+    const dispatchState = () =>
+      (readingDispatch ??= ledger.dispatchState().finally(() => {
+        readingDispatch = undefined;
+      }));
+    new Gauge({
+      name: 'planrun_tenant_jobs',
+      help: 'Jobs per tenant and type: queued (due, waiting for the dispatcher) and running (live leases)',
+      labelNames: ['tenant', 'type', 'state'],
+      registers: [this.registry],
+      async collect() {
+        const { usage } = await dispatchState();
+        this.reset();
+        for (const { tenant, type, queued, running } of usage) {
+          this.inc({ tenant, type: typeLabels.of(type), state: 'queued' }, queued);
+          this.inc({ tenant, type: typeLabels.of(type), state: 'running' }, running);
+        }
+      },
+    });
+    new Gauge({
+      name: 'planrun_running_limit',
+      help: "Running limits set (planrun tenants set, planrun types set); tenant or type '' stands for any",
+      labelNames: ['tenant', 'type'],
+      registers: [this.registry],
+      async collect() {
+        const { limits } = await dispatchState();
+        this.reset();
+        for (const { tenant, type, maxRunning } of limits) this.set({ tenant, type: type === '' ? '' : typeLabels.of(type) }, maxRunning);
+      },
+    });
     new Gauge({
       name: 'planrun_outbox_backlog',
       help: 'Outbox messages due and not yet confirmed by the broker',

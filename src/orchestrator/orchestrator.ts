@@ -37,7 +37,7 @@ import { SubmitConsumer } from './submit-consumer.js';
 import { defaultStoreCleanupGraceMs, StoreCleaner, type StoreCleanupOptions } from './store-cleaner.js';
 import type { SubmitTenantSource } from './submit-tenant.js';
 import { RetentionPass, type RetentionOptions } from './retention.js';
-import { Sweeper } from './sweeper.js';
+import { Dispatcher } from './dispatcher.js';
 import { defaultMaxTypeLabels, TypeLabels } from './type-labels.js';
 
 export interface OrchestratorOptions {
@@ -105,10 +105,13 @@ export interface OrchestratorOptions {
 export class Orchestrator {
   readonly fleet: Fleet;
   readonly relay: OutboxRelay;
-  readonly sweeper: Sweeper;
+  /** Sweeps expired leases, then releases the work of waiting jobs the free slots and limits allow. */
+  readonly dispatcher: Dispatcher;
   /** Tells listeners (the event stream, metrics) that a job changed. */
   readonly events = new JobEvents();
   readonly ledger: Ledger;
+  /** The orchestrator's clock (the ledger's, in tests that inject one). */
+  readonly clock: Clock;
   readonly metrics: OrchestratorMetrics;
   /** The S3-compatible output store, when the orchestrator has one (`--store`). */
   readonly objectStore: S3OutputStore | undefined;
@@ -123,7 +126,6 @@ export class Orchestrator {
   private readonly fleetRefresh: Loop;
   private changePoll: NodeJS.Timeout | undefined;
   private readonly topology: Topology;
-  private readonly clock: Clock;
 
   constructor(private readonly options: OrchestratorOptions) {
     const clock = options.clock ?? systemClock;
@@ -145,7 +147,11 @@ export class Orchestrator {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
         // A worker whose broker user may not declare queues consumes the ones the orchestrator declares.
-        heard: (report) => this.relay.declareWorkQueues(report.jobTypes),
+        heard: (report) => {
+          this.relay.declareWorkQueues(report.jobTypes);
+          // A heartbeat may announce free slots (a new worker, or one that finished jobs).
+          this.dispatcher.wake();
+        },
       },
       options.objectStore
         ? { store: options.objectStore, now: () => clock.now(), ...(options.uploadGraceMs === undefined ? {} : { graceMs: options.uploadGraceMs }) }
@@ -176,10 +182,11 @@ export class Orchestrator {
       options.logger.child({ part: 'submit-queue' }),
       options.submitTenant,
     );
-    this.sweeper = new Sweeper(
+    this.dispatcher = new Dispatcher(
       options.ledger,
-      options.logger.child({ part: 'sweeper' }),
+      options.logger.child({ part: 'dispatcher' }),
       options.sweepIntervalMs ?? 1000,
+      this.fleet.windowMs,
       (report) => {
         this.relay.notify();
         const expired = [
@@ -191,6 +198,8 @@ export class Orchestrator {
           this.events.emit({ jobId, kind: 'state' });
           void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
         }
+        // A released job's waitingFor changed.
+        for (const { jobId } of report.released) this.events.emit({ jobId, kind: 'state' });
       },
       () => this.fleet.typesWithFreeSlots(),
     );
@@ -248,7 +257,7 @@ export class Orchestrator {
     });
     this.relay.start();
     this.fleetRefresh.start();
-    this.sweeper.start();
+    this.dispatcher.start();
     this.storeCleaner?.start();
     this.retention?.start();
     await this.submitConsumer.start();
@@ -271,6 +280,7 @@ export class Orchestrator {
     const routed: SubmitResult[] = [];
     for (const result of results) routed.push(result.created ? { created: true, job: await this.admit(result.job, fleet, declared) } : result);
     this.relay.notify();
+    this.dispatcher.wake();
     return routed;
   }
 
@@ -283,6 +293,7 @@ export class Orchestrator {
     if (result.outcome !== 'retried' || !result.created) return result;
     const job = await this.admit(result.job, this.fleet.known(), this.options.declaredFleet ?? { jobTypes: [], capabilities: [] });
     this.relay.notify();
+    this.dispatcher.wake();
     return { ...result, job };
   }
 
@@ -301,6 +312,7 @@ export class Orchestrator {
       const fleet = this.fleet.known();
       for (const { retryOf, job } of retried) all.push({ retryOf, job: await this.admit(job, fleet, declared) });
       this.relay.notify();
+      this.dispatcher.wake();
       if (retried.length < batch) return all;
     }
   }
@@ -334,7 +346,7 @@ export class Orchestrator {
   async stop(): Promise<void> {
     await this.submitConsumer.stop();
     await this.controlSubscription?.cancel();
-    await this.sweeper.stop();
+    await this.dispatcher.stop();
     await this.storeCleaner?.stop();
     await this.retention?.stop();
     await this.relay.stop();
@@ -388,8 +400,10 @@ export class Orchestrator {
   private announce(answer: ControlAnswer): void {
     if (answer.op === 'lease' && answer.granted) this.events.emit({ jobId: answer.jobId, kind: 'state' });
     if (answer.op === 'progress' && answer.accepted) this.events.emit({ jobId: answer.jobId, kind: 'progress' });
+    if (answer.op === 'release' && answer.accepted) this.dispatcher.wake();
     if (answer.op === 'settle' && answer.accepted) {
       this.relay.notify();
+      this.dispatcher.wake();
       this.events.emit({ jobId: answer.jobId, kind: 'state' });
     }
   }

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Broker, Delivery, Subscription } from '../broker/broker.js';
 import { LedgerError } from '../ledger/errors.js';
 import type { SubmitParams, SubmitResult } from '../ledger/ledger.js';
+import { dispatchParams } from '../submission/dispatch-fields.js';
 import { readQueuedSubmission } from '../submission/queued.js';
 import type { Topology } from '../topology.js';
 import { tenantOfUser, type SubmitTenantSource } from './submit-tenant.js';
@@ -88,6 +89,12 @@ function parse(delivery: Delivery, tenantSource: SubmitTenantSource): SubmitPara
   if (owner && owner.tenant !== tenant) {
     return `the body claims tenant ${JSON.stringify(tenant)}, but the broker user ${JSON.stringify(delivery.userId)} submits for tenant ${JSON.stringify(owner.tenant)}`;
   }
+  let dispatch: ReturnType<typeof dispatchParams>;
+  try {
+    dispatch = dispatchParams(submission, 'body');
+  } catch (error) {
+    return (error as Error).message;
+  }
   return {
     tenant,
     type,
@@ -97,5 +104,6 @@ function parse(delivery: Delivery, tenantSource: SubmitTenantSource): SubmitPara
     ...(maxAttempts === undefined ? {} : { maxAttempts }),
     ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
     ...(limits === undefined ? {} : { limits }),
+    ...dispatch,
   };
 }

@@ -5,6 +5,7 @@
  */
 import { Ajv } from 'ajv';
 import type { JobLimits } from '../wire/jobs.js';
+import type { DispatchFields } from './dispatch-fields.js';
 import { bodyTooLarge, describeSchemaErrors, inputProblem, jsonTextProblem, submissionLimits, submissionProperties, tenantNameProblem } from './rules.js';
 
 /** A body on the submit queue: the HTTP body plus the tenant. */
@@ -15,7 +16,7 @@ const queuedSubmissionSchema = {
   properties: { tenant: { type: 'string' }, ...submissionProperties },
 } as const;
 
-export interface QueuedSubmission {
+export interface QueuedSubmission extends DispatchFields {
   tenant: string;
   type: string;
   input: unknown;

@@ -15,6 +15,7 @@
  *   checked without recursion, so a body 100,000 levels deep is refused like any other.
  */
 import type { ErrorObject } from 'ajv';
+import { dispatchProperties } from './dispatch-fields.js';
 import { jsonTextDepthExceeds, valueDepthExceeds } from './json-depth.js';
 
 /** Letters, digits, `-` and `_`, starting with a letter, at most 64 characters. */
@@ -110,6 +111,7 @@ export const submissionProperties = {
     description:
       "resource limits of one run; a run past one ends Permanent resource_limit. They can only lower the job type's own limits: the worker enforces the lower of each (default: the type's)",
   },
+  ...dispatchProperties,
 } as const;
 
 /** Names the field at fault, e.g. `body/type must be string`, `body must NOT have property "tenant"`. */

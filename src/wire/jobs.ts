@@ -14,6 +14,13 @@ import { outputFileSchema, type OutputFile } from './outputs.js';
 import { allRequired, nullableTimeSchema, timeSchema, type RequiredKeys, type SchemaProperties } from './schema.js';
 
 export type { JobState };
+/**
+ * A job's state as the API shows it: the ledger's, and `scheduled` for a queued job whose
+ * submission put it later (runAt, delaySeconds) until that time (docs/state-machine.md).
+ */
+export type ShownJobState = JobState | 'scheduled';
+/** Why a queued job has no work in flight yet (docs/dispatch.md); null when it has, or is not queued. */
+export type WaitingFor = 'tenant_limit' | 'concurrency_key' | 'no_free_slot' | 'scheduled';
 export type TerminalJobState = 'finished' | 'failed';
 
 /**
@@ -65,7 +72,7 @@ export interface JobSummary {
   id: string;
   type: string;
   tenant: string;
-  state: JobState;
+  state: ShownJobState;
   /** The current (or last) attempt, from 1. */
   attempt: number;
   maxAttempts: number;
@@ -93,6 +100,7 @@ export interface JobSummary {
 
 /** A job with its attempt history, as `GET /v1/jobs/:id` and cancel answer it. */
 export interface JobView extends JobSummary {
+  waitingFor: WaitingFor | null;
   attempts: AttemptView[];
   /** The failed job this one was made from by a retry (`POST /v1/jobs/:id/retry`), or null. */
   retryOf: string | null;
@@ -183,7 +191,7 @@ const summaryProperties = {
   id: { type: 'string' },
   type: { type: 'string' },
   tenant: { type: 'string' },
-  state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'] },
+  state: { type: 'string', enum: ['scheduled', 'queued', 'running', 'finished', 'failed'] },
   attempt: { type: 'integer', description: 'the current (or last) attempt, from 1' },
   maxAttempts: { type: 'integer' },
   timeoutSeconds: { type: ['integer', 'null'], description: "how long one run may take, as submitted; null: the job type's or the worker's default" },
@@ -237,6 +245,12 @@ export const attemptViewSchema = { type: 'object', required: allRequired(attempt
 
 const jobViewProperties = {
   ...summaryProperties,
+  waitingFor: {
+    type: ['string', 'null'],
+    enum: ['tenant_limit', 'concurrency_key', 'no_free_slot', 'scheduled', null],
+    description:
+      'why a queued job has no work in flight yet: its tenant at a running limit, its concurrency key at its limit, no free slot (busy workers, or its turn), or before its time; null otherwise',
+  },
   attempts: { type: 'array', items: attemptViewSchema },
   retryOf: { type: ['string', 'null'], description: 'the failed job this one was made from by a retry, or null' },
   retriedBy: { type: ['string', 'null'], description: 'the job a retry made from this one, or null' },

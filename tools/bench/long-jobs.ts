@@ -155,7 +155,7 @@ export async function measureSweep(profile: BenchProfile, env: BenchEnvironment)
     let limit = 0;
     const t0 = hrNow();
     for (;;) {
-      const pass = await orchestrator.sweeper.runOnce();
+      const pass = await orchestrator.dispatcher.runOnce();
       const n = pass.requeued.length + pass.exhausted.length + pass.cancelled.length;
       if (n === 0) break;
       passes++;

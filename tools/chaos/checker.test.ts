@@ -49,6 +49,9 @@ function job(overrides: Partial<Job> = {}): Job {
     maxAttempts: 3,
     timeoutSeconds: null,
     limits: null,
+    priority: 0,
+    concurrencyKey: null,
+    concurrencyLimit: null,
     notBefore: 1000,
     leaseToken: null,
     leaseHolder: 'wB',
@@ -496,6 +499,29 @@ describe('chaos checker', () => {
     );
     const report = check([...cleanHistory(), ...extra].sort((a, b) => a.t - b.t));
     assert.ok(violated(report).includes('admission'));
+  });
+
+  it("reports more live leases than a tenant's running limit or a concurrency key's limit, and holds when the leases follow each other", () => {
+    const limited = (limit: number) =>
+      edit(cleanHistory(), isKind('run_config'), (e) => [{ ...e, config: { ...config, tenantLimits: { acme: limit } } } as Event]);
+    const other = (from: number, to: number, overrides: Partial<Job> = {}) =>
+      at(6150, 'runner', 1, {
+        kind: 'ledger_job',
+        job: job({ id: 'j2', ...overrides }),
+        attempts: [{ jobId: 'j2', attempt: 1, worker: 'wB', startedAt: from, endedAt: to, outcome: 'finished', error: null }],
+      });
+    const withJob = (events: Event[], extra: Event) => [...events, extra].sort((a, b) => a.t - b.t);
+    assert.ok(!violated(check(limited(1))).includes('limits'), 'one job: within a limit of 1');
+    assert.ok(!violated(check(withJob(limited(1), other(2500, 2600)))).includes('limits'), 'j2 starts as j1 attempt 1 is reaped');
+    const over = check(withJob(limited(1), other(2400, 2600)));
+    assert.ok(violated(over).includes('limits'));
+    assert.match(invariant(over, 'limits').violations[0]!.message, /tenant acme: 2 live leases at 2400 with a limit of 1/);
+    assert.ok(!violated(check(withJob(limited(2), other(2400, 2600)))).includes('limits'), 'within a limit of 2');
+
+    const keyed = { concurrencyKey: 'video-91', concurrencyLimit: 1 };
+    const keyedHistory = edit(cleanHistory(), isKind('ledger_job'), (e) => [{ ...e, job: job(keyed) } as Event]);
+    assert.ok(violated(check(withJob(keyedHistory, other(2400, 2600, keyed)))).includes('limits'), 'two leases of one key with a limit of 1');
+    assert.ok(!violated(check(withJob(keyedHistory, other(2400, 2600)))).includes('limits'), 'j2 has no key');
   });
 
   it('reports a consumer timeout not explained by a fault on that connection', () => {

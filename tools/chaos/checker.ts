@@ -133,6 +133,7 @@ export function check(history: readonly HistoryEvent[]): CheckReport {
     sweepPrompt(ctx),
     liveness(ctx),
     admission(ctx),
+    limitsHeld(ctx),
     tenancy(ctx),
     quiescent(ctx),
     processHealth(ctx),
@@ -1288,6 +1289,58 @@ function admission(ctx: Context): InvariantResult {
     }
   }
   return result('admission', 'G7', 'a worker never runs more jobs than its slots', checked, violations);
+}
+
+/**
+ * Fair dispatch's limits (issue 15): at no moment more live leases than a tenant's running
+ * limit, or than a concurrency key's limit among its tenant's jobs. A lease is the
+ * attempt's span in the ledger's history, from its grant to its end (a settle, a release,
+ * or the sweep that reaped it; still open at the end of the run: to the end). The sweep
+ * reaps before the dispatcher counts, so a reaped attempt ends before the next one of
+ * its tenant is released; ends are taken before starts at the same instant.
+ */
+function limitsHeld(ctx: Context): InvariantResult {
+  const title = "never more live leases than a tenant's running limit or a concurrency key's limit";
+  if (!ctx.hasLedger) return noLedger('limits', 'G7', title);
+  const groups = new Map<string, { limit: number; what: string; spans: Array<{ from: number; to: number; ref: string; jobId: string }> }>();
+  const add = (key: string, limit: number, what: string, span: { from: number; to: number; ref: string; jobId: string }) => {
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { limit, what, spans: [] }));
+    group.spans.push(span);
+  };
+  let checked = 0;
+  for (const { job, attempts } of ctx.ledger.values()) {
+    for (const attempt of attempts) {
+      checked++;
+      const span = { from: attempt.startedAt, to: attempt.endedAt ?? Infinity, ref: `${job.id}@${attempt.attempt}`, jobId: job.id };
+      const tenantLimit = ctx.config?.tenantLimits?.[job.tenant];
+      if (tenantLimit !== undefined) add(`tenant:${job.tenant}`, tenantLimit, `tenant ${job.tenant}`, span);
+      if (job.concurrencyKey != null)
+        add(`key:${job.tenant}:${job.concurrencyKey}`, job.concurrencyLimit ?? 1, `key ${job.concurrencyKey} of ${job.tenant}`, span);
+    }
+  }
+  const violations: Violation[] = [];
+  for (const { limit, what, spans } of groups.values()) {
+    const edges = spans.flatMap((span) => [
+      { at: span.from, delta: 1, span },
+      { at: span.to, delta: -1, span },
+    ]);
+    edges.sort((a, b) => a.at - b.at || a.delta - b.delta);
+    const live = new Set<(typeof spans)[number]>();
+    for (const edge of edges) {
+      if (edge.delta < 0) live.delete(edge.span);
+      else live.add(edge.span);
+      if (live.size > limit) {
+        violations.push({
+          jobId: edge.span.jobId,
+          message: `${what}: ${live.size} live leases at ${edge.at} with a limit of ${limit} (${[...live].map((s) => s.ref).join(', ')})`,
+          events: [],
+        });
+        break;
+      }
+    }
+  }
+  return result('limits', 'G7', title, checked, violations);
 }
 
 function tenancy(ctx: Context): InvariantResult {

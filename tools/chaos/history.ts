@@ -53,6 +53,8 @@ export interface RunConfig {
   /** The object store outputs went to (`--store s3`); without it, the workers' folder store in outputDir. */
   store?: StoreConfig;
   httpAvailable: boolean;
+  /** Running limits the run set per tenant (`planrun tenants set --max-running`; older runs: none). */
+  tenantLimits?: Record<string, number>;
   faultFingerprint: string;
   jobFingerprint: string;
 }

@@ -181,6 +181,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
         : 'this build has no HTTP API (no orchestrator --port): every submission goes over the queue',
     );
 
+    // Fair dispatch's limits (where the build has them): half the slots for the first tenant.
+    const limits = (await detectLimits(options.cli)) ? { [options.tenants[0]!]: Math.max(1, Math.floor((options.workers * options.slots) / 2)) } : undefined;
     const config: RunConfig = {
       seed: options.seed,
       broker: options.broker,
@@ -202,6 +204,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       outputDir: dirs.outputs,
       ...(store ? { store: store.config } : {}),
       httpAvailable: http,
+      ...(limits ? { tenantLimits: limits } : {}),
       faultFingerprint: plan.fingerprint.faults,
       jobFingerprint: plan.fingerprint.jobs,
     };
@@ -281,6 +284,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     active.processes.add(orchestrator);
     orchestrator.start();
     if (!(await orchestrator.waitReady(60_000))) throw new Error(`the orchestrator did not start; see ${join(dirs.logs, 'orchestrator.log')}`);
+    for (const [tenant, maxRunning] of Object.entries(limits ?? {})) {
+      await runCli(options.cli, ['tenants', 'set', tenant, '--max-running', String(maxRunning), '--data-dir', dirs.orchestrator]);
+      log(`running limit of tenant ${tenant}: ${maxRunning}`);
+    }
     if (embedded) await connectRunner();
 
     const workers = new Map<string, Supervised>();
@@ -335,6 +342,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       history,
       ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
       giveUpAt: startedAt + options.durationMs + 60_000,
+      concurrencyKeys: limits !== undefined,
     });
     submitter.schedule(plan.jobs, startedAt);
     adversary = new Adversary({
@@ -513,6 +521,12 @@ async function detectHttp(cli: string): Promise<boolean> {
   if (!help.includes('--port')) return false;
   const keysHelp = await runCli(cli, ['keys', 'create', '--help']).catch(() => '');
   return keysHelp.includes('--tenant');
+}
+
+/** Whether this build dispatches within running limits (`planrun tenants set`) and takes concurrency keys. */
+async function detectLimits(cli: string): Promise<boolean> {
+  const help = await runCli(cli, ['tenants', 'set', '--help']).catch(() => '');
+  return help.includes('--max-running');
 }
 
 async function createKey(cli: string, tenant: string, dataDir: string): Promise<string> {

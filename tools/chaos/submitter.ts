@@ -27,6 +27,13 @@ export interface SubmitterOptions {
   retryMs?: number;
   /** No new try starts after this time (ms since the epoch). */
   giveUpAt: number;
+  /** Every fifth job carries a concurrency key of its tenant (limit 2), for the limits invariant; only where the build takes one. */
+  concurrencyKeys?: boolean;
+}
+
+/** The concurrency key a planned job is submitted with, if any: every fifth job, one key per tenant, at most 2 at once. */
+export function concurrencyOf(job: Pick<PlannedJob, 'index' | 'tenant'>): { concurrencyKey: string; concurrencyLimit: number } | undefined {
+  return job.index % 5 === 0 ? { concurrencyKey: `chaos-${job.tenant}`, concurrencyLimit: 2 } : undefined;
 }
 
 export class Submitter {
@@ -101,7 +108,7 @@ export class Submitter {
   }
 
   private async try(job: PlannedJob, transport: Transport): Promise<{ acked: boolean; jobId?: string; error?: string }> {
-    const body = { type: job.type, input: job.input, maxAttempts: job.maxAttempts };
+    const body = { type: job.type, input: job.input, maxAttempts: job.maxAttempts, ...(this.options.concurrencyKeys ? concurrencyOf(job) : {}) };
     try {
       if (transport === 'queue') {
         await this.options.broker.sendToQueue(this.options.topology.submitQueue, Buffer.from(JSON.stringify({ tenant: job.tenant, ...body })), {

@@ -57,7 +57,8 @@ export function registerJobEventRoutes(scope: FastifyInstance, orchestrator: Orc
         const stream = streams.start(reply);
         const keyId = request.caller.id;
         stream.onHeartbeat(() => void endUnlessActive(stream, keys, keyId, request.log));
-        await follow(job, stream, changed, (jobId) => orchestrator.ledger.getJob(jobId, visibleTenant(request.caller)), request.log);
+        const read = (jobId: string) => orchestrator.ledger.getJob(jobId, visibleTenant(request.caller));
+        await follow(job, stream, changed, read, request.log, () => orchestrator.clock.now());
       } finally {
         stopListening();
       }
@@ -81,13 +82,14 @@ async function follow(
   changed: ChangeSignal,
   read: (jobId: string) => Promise<Job | undefined>,
   log: FastifyBaseLogger,
+  now: () => number,
 ): Promise<void> {
   stream.onClose(() => changed.notify());
   // A backstop for changes this process did not hear of (made through another orchestrator
   // sharing the ledger while the ledger's change feed was down): look again at every heartbeat.
   stream.onHeartbeat(() => changed.notify());
   let shown = first;
-  stream.send('state', toJobSummary(shown));
+  stream.send('state', toJobSummary(shown, now()));
   try {
     while (!isTerminal(shown.state)) {
       await changed.next();
@@ -95,7 +97,7 @@ async function follow(
       const job = await read(shown.id);
       if (!job) return;
       const event = eventFor(shown, job);
-      if (event) stream.send(event, toJobSummary(job));
+      if (event) stream.send(event, toJobSummary(job, now()));
       shown = job;
     }
   } catch (error) {

@@ -18,7 +18,7 @@ const listQuery = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'] },
+    state: { type: 'string', enum: ['queued', 'running', 'finished', 'failed'], description: 'the ledger state: a scheduled job is listed with queued' },
     type: { type: 'string', minLength: 1, maxLength: 64 },
     cursor: { type: 'string', minLength: 1, maxLength: 256, description: 'the nextCursor of the page before' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
@@ -35,9 +35,9 @@ interface ListQuery {
 }
 
 /** A job as `GET /v1/jobs/:id` shows it: with its attempts and its retry links. */
-export async function jobDetail(ledger: Ledger, job: Job): Promise<JobView> {
-  const [attempts, links] = await Promise.all([ledger.getAttempts(job.id), ledger.getRetryLinks(job.id)]);
-  return toJobView(job, attempts, links);
+export async function jobDetail(ledger: Ledger, job: Job, now: number): Promise<JobView> {
+  const [attempts, links, waitingFor] = await Promise.all([ledger.getAttempts(job.id), ledger.getRetryLinks(job.id), ledger.waitingFor(job.id)]);
+  return toJobView(job, attempts, links, waitingFor, now);
 }
 
 /**
@@ -57,7 +57,7 @@ export async function acceptEmptyBody(request: FastifyRequest): Promise<void> {
  */
 export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestrator): void {
   const { ledger } = orchestrator;
-  const detail = (job: Job) => jobDetail(ledger, job);
+  const detail = (job: Job) => jobDetail(ledger, job, orchestrator.clock.now());
 
   scope.get<{ Params: { id: string } }>(
     '/jobs/:id',
@@ -93,7 +93,8 @@ export function registerJobRoutes(scope: FastifyInstance, orchestrator: Orchestr
         throw new ApiError(400, ApiErrorCode.invalidRequest, 'querystring must NOT have property "tenant"');
       }
       const page = await ledger.listJobs({ ...query, tenant: own ?? tenant });
-      return { jobs: page.jobs.map(toJobSummary), nextCursor: page.nextCursor };
+      const now = orchestrator.clock.now();
+      return { jobs: page.jobs.map((job) => toJobSummary(job, now)), nextCursor: page.nextCursor };
     },
   );
 

@@ -60,7 +60,7 @@ export function registerRedriveRoutes(scope: FastifyInstance, orchestrator: Orch
         throw new ApiError(409, ApiErrorCode.notFailed, `job ${id} is ${state}: only a failed or cancelled job can be retried`);
       }
       void reply.code(result.created ? 201 : 200);
-      return { ...(await jobDetail(ledger, result.job)), created: result.created };
+      return { ...(await jobDetail(ledger, result.job, orchestrator.clock.now())), created: result.created };
     },
   );
 

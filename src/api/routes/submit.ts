@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { SubmitParams, SubmitResult } from '../../ledger/ledger.js';
 import type { JobLimits } from '../../wire/jobs.js';
 import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { dispatchParams, type DispatchFields } from '../../submission/dispatch-fields.js';
 import { idempotencyKeySchema, inputProblem, submissionProperties, tenantNameProblem } from '../../submission/rules.js';
 import { submittedBatchSchema, submittedJobSchema, type SubmittedBatch, type SubmittedJob } from '../../wire/jobs.js';
 import { submittingTenant } from '../auth.js';
@@ -33,7 +34,7 @@ const batchItemSchema = {
   properties: { ...submissionProperties, tenant: namedTenantSchema, idempotencyKey: idempotencyKeySchema },
 } as const;
 
-interface Submission {
+interface Submission extends DispatchFields {
   type: string;
   input: unknown;
   requires?: string[];
@@ -74,8 +75,9 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
       const tenant = submittingTenant(request.caller, request.body.tenant, 'body');
       refuseBreakingRules([[tenant, input, 'body/input']]);
       const idempotencyKey = request.headers['idempotency-key'];
-      const result = await orchestrator.submit({ tenant, type, input, requires, maxAttempts, timeoutSeconds, limits, idempotencyKey });
-      return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(submitted(result));
+      const dispatch = dispatchParams(request.body, 'body');
+      const result = await orchestrator.submit({ tenant, type, input, requires, maxAttempts, timeoutSeconds, limits, idempotencyKey, ...dispatch });
+      return reply.status(202).header('location', `/v1/jobs/${result.job.id}`).send(submitted(result, orchestrator.clock.now()));
     },
   );
 
@@ -100,18 +102,20 @@ export function registerSubmitRoutes(scope: FastifyInstance, orchestrator: Orche
     async (request, reply) => {
       const tenants = request.body.jobs.map((job, index) => submittingTenant(request.caller, job.tenant, `body/jobs/${index}`));
       refuseBreakingRules(request.body.jobs.map((job, index) => [tenants[index]!, job.input, `body/jobs/${index}/input`]));
-      const params: SubmitParams[] = request.body.jobs.map(({ type, input, requires, maxAttempts, timeoutSeconds, limits, idempotencyKey }, index) => ({
+      const params: SubmitParams[] = request.body.jobs.map((job, index) => ({
         tenant: tenants[index]!,
-        type,
-        input,
-        requires,
-        maxAttempts,
-        timeoutSeconds,
-        limits,
-        idempotencyKey,
+        type: job.type,
+        input: job.input,
+        requires: job.requires,
+        maxAttempts: job.maxAttempts,
+        timeoutSeconds: job.timeoutSeconds,
+        limits: job.limits,
+        idempotencyKey: job.idempotencyKey,
+        ...dispatchParams(job, `body/jobs/${index}`),
       }));
       const results = await orchestrator.submitMany(params);
-      const answer: SubmittedBatch = { jobs: results.map(submitted) };
+      const now = orchestrator.clock.now();
+      const answer: SubmittedBatch = { jobs: results.map((result) => submitted(result, now)) };
       return reply.status(202).send(answer);
     },
   );
@@ -126,6 +130,6 @@ function refuseBreakingRules(jobs: Array<[tenant: string, input: unknown, where:
   if (problem) throw new ApiError(400, ApiErrorCode.invalidRequest, problem);
 }
 
-function submitted(result: SubmitResult): SubmittedJob {
-  return toSubmittedJob(result.job, result.created);
+function submitted(result: SubmitResult, now: number): SubmittedJob {
+  return toSubmittedJob(result.job, result.created, now);
 }

@@ -49,6 +49,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
       leaseTtlMs: flags.leaseTtl,
       defaultMaxAttempts: flags.maxAttempts,
       backoffBaseMs: flags.backoff,
+      dispatch: flags.dispatch,
       redispatchAfterMs: flags.redispatchAfter,
     },
     sweepIntervalMs: flags.sweepInterval,

@@ -1,5 +1,6 @@
 import type { RateLimit } from '../../api/rate-limit.js';
 import type { Command } from 'commander';
+import type { DispatchMode } from '../../ledger/ledger.js';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { defaultLedgerConfig } from '../../ledger/ledger.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
@@ -22,6 +23,7 @@ export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFl
   maxAttempts: number;
   backoff: number;
   sweepInterval: number;
+  dispatch: DispatchMode;
   redispatchAfter: number;
   prefix: string;
   host: string;

@@ -54,6 +54,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
       leaseTtlMs: flags.leaseTtl,
       defaultMaxAttempts: flags.maxAttempts,
       backoffBaseMs: flags.backoff,
+      dispatch: flags.dispatch,
     },
     sweepIntervalMs: flags.sweepInterval,
     heartbeatIntervalMs: flags.heartbeatInterval,

@@ -1,5 +1,6 @@
 import type { RateLimit } from '../../api/rate-limit.js';
 import type { Command } from 'commander';
+import type { DispatchMode } from '../../ledger/ledger.js';
 import { addStoreOptions, type StoreFlags } from '../store-options.js';
 import { addAmqpOptions, type AmqpFlags } from '../amqp-url.js';
 import { collect, durationFlag, listOption, positiveIntOption } from '../options.js';
@@ -31,6 +32,7 @@ export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, Sandb
   maxAttempts: number;
   backoff: number;
   sweepInterval: number;
+  dispatch: DispatchMode;
   stopGrace: number;
   prefix: string;
 }

@@ -8,8 +8,9 @@
  *
  *   finish        running@n -> finished            + result message
  *   fail          running@n -> failed/<reason>     + failure message
- *   requeue       running@n -> queued@n+1 after backoff + work message due then
- *                 (a release: due at once, no backoff)
+ *   requeue       running@n -> queued@n+1 after backoff; in fifo mode with its work
+ *                 message due then (a release: due at once, no backoff); in fair mode the
+ *                 dispatcher releases attempt n+1 once it is due
  *   requeueExpired  the requeue of many expired leases at once (the sweep): three
  *                 set-based statements per attempt number instead of three per lease
  *
@@ -72,7 +73,11 @@ export function* requeue(
   if (!(yield* run('requeueAttempt', { ...guard(exit, now), notBefore, redispatchAt }))) return undefined;
   const after = requeued(exit.job, notBefore, now);
   yield* close(exit, now, outcome, error);
-  yield* enqueueWork(after, now, notBefore);
+  // fair: attempt n+1 waits for the dispatcher (it was released for n, not n+1).
+  if (config.dispatch === 'fifo') {
+    yield* enqueueWork(after, now, notBefore);
+    yield* run('markDispatched', { jobs: [{ jobId: after.id, attempt: after.attempt }], redispatchAt });
+  }
   return after;
 }
 
@@ -133,8 +138,11 @@ export function* requeueExpired(
     // The rows were read in this transaction with the same guard: anything else is a bug, and rolls the sweep back.
     if (changed !== group.length) throw new Error(`planrun ledger: sweep requeued ${changed} of ${group.length} expired leases of attempt ${attempt}`);
     yield* run('closeExpiredAttempts', { jobIds, attempt, now, error: errorText });
-    const messages = group.map((lease) => ({ jobId: lease.id, body: JSON.stringify(workMessage({ ...lease, attempt: attempt + 1 })) }));
-    yield* run('insertWorkMessages', { messages, now, availableAt: notBefore });
+    if (config.dispatch === 'fifo') {
+      const messages = group.map((lease) => ({ jobId: lease.id, body: JSON.stringify(workMessage({ ...lease, attempt: attempt + 1 })) }));
+      yield* run('insertWorkMessages', { messages, now, availableAt: notBefore });
+      yield* run('markDispatched', { jobs: jobIds.map((jobId) => ({ jobId, attempt: attempt + 1 })), redispatchAt });
+    }
     for (const jobId of jobIds) requeuedLeases.push({ jobId, attempt: attempt + 1 });
   }
   return requeuedLeases;

@@ -13,6 +13,7 @@ import type {
   CancelParams,
   FailureGroupParams,
   ClaimUploadCleanupsParams,
+  DispatchParams,
   GrantLeaseParams,
   HeartbeatParams,
   JobChangeFeed,
@@ -40,6 +41,7 @@ import type {
 import { createApiKey, findApiKey, importApiKeys, isApiKeyActive, listApiKeys, recordApiKeyUse, revokeApiKey } from './api-keys.js';
 import { cancel } from './cancel.js';
 import { checkLease } from './check-lease.js';
+import { dispatch, dispatchState, setRunningLimit, setTenantWeight, waitingFor } from './dispatch.js';
 import { heartbeat, listFleet } from './fleet.js';
 import { grantLease } from './grant-lease.js';
 import { outboxClaim, outboxMarkSent, outboxStats, outboxTake, outboxUnclaim } from './outbox.js';
@@ -143,6 +145,21 @@ export abstract class PlannedLedger implements Ledger {
   }
   sweep(params?: SweepParams) {
     return this.write('sweep', (env) => sweep(params, env));
+  }
+  dispatch(params: DispatchParams) {
+    return this.write('dispatch', (env) => dispatch(params, env));
+  }
+  setTenantWeight(params: { tenant: string; weight: number | null }) {
+    return this.write('setTenantWeight', () => setTenantWeight(params));
+  }
+  setRunningLimit(params: { tenant?: string; type?: string; maxRunning: number | null }) {
+    return this.write('setRunningLimit', () => setRunningLimit(params));
+  }
+  dispatchState() {
+    return this.read('dispatchState', (env) => dispatchState(env));
+  }
+  waitingFor(jobId: string) {
+    return this.read('waitingFor', (env) => waitingFor(jobId, env));
   }
   outboxTake(limit: number) {
     return this.read('outboxTake', (env) => outboxTake(limit, env));

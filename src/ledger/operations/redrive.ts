@@ -15,9 +15,8 @@ import { randomUUID } from 'node:crypto';
 
 import type { Job, RetriedJob, RetryLinks, RetryManyParams, RetryParams, RetryResult } from '../ledger.js';
 import { validateBatchLimit, validateFailedJobFilter, type ValidSubmission } from '../shared/input-validation.js';
-import { enqueueWork } from './outbox.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
-import { queuedJob } from './submit.js';
+import { insertQueuedJob } from './submit.js';
 
 /** Most jobs one retryMany batch takes. */
 export const maxRetryBatch = 1000;
@@ -47,8 +46,8 @@ export function* getRetryLinks(jobId: string): Plan<RetryLinks> {
   return yield* run('selectRetryLinks', { jobId });
 }
 
-/** The new job made from `failed`, its link and its work message. */
-function* redrive(failed: Job, { now, config }: OperationEnv): Plan<RetriedJob> {
+/** The new job made from `failed` (due now, with its priority and concurrency key), and its link. */
+function* redrive(failed: Job, env: OperationEnv): Plan<RetriedJob> {
   const submission: ValidSubmission = {
     tenant: failed.tenant,
     type: failed.type,
@@ -60,12 +59,9 @@ function* redrive(failed: Job, { now, config }: OperationEnv): Plan<RetriedJob> 
     timeoutSeconds: failed.timeoutSeconds,
     limits: failed.limits === null ? null : JSON.stringify(failed.limits),
   };
-  const id = randomUUID();
-  if (!(yield* run('insertJob', { id, submission, now, redispatchAt: now + config.redispatchAfterMs }))) {
-    throw new Error(`planrun ledger: the retry of job ${failed.id} (a job without an idempotency key) was not inserted`);
-  }
-  yield* run('insertRetryLink', { jobId: failed.id, retryId: id, now });
-  const job = queuedJob(id, submission, now);
-  yield* enqueueWork(job, now, now);
+  const dispatch = { priority: failed.priority, concurrencyKey: failed.concurrencyKey, concurrencyLimit: failed.concurrencyLimit, notBefore: env.now };
+  const job = yield* insertQueuedJob(randomUUID(), submission, dispatch, env);
+  if (!job) throw new Error(`planrun ledger: the retry of job ${failed.id} (a job without an idempotency key) was not inserted`);
+  yield* run('insertRetryLink', { jobId: failed.id, retryId: job.id, now: env.now });
   return { retryOf: failed.id, job };
 }

@@ -33,11 +33,13 @@ import type {
   ResultMessage,
   StoredApiKey,
   RetryLinks,
+  RunningLimit,
   WorkMessage,
   WorkerReport,
 } from '../ledger.js';
 import type { ValidSubmission } from '../shared/input-validation.js';
 import type { LogEntry } from '../../wire/logs.js';
+import type { ValidDispatch } from '../shared/dispatch-rules.js';
 import type { AttemptOutcome, FailureReason, JobState } from '../states.js';
 
 /** The live lease a statement is keyed to. */
@@ -87,11 +89,13 @@ export interface LedgerStatements {
 
   /**
    * The submit edge, (none) -> queued@1: a job row with the submission (input and requires
-   * as their JSON text), due at now, redispatched at redispatchAt, created and updated at
+   * as their JSON text) and its dispatch fields (priority, concurrency key and limit, due
+   * at dispatch.notBefore; dispatched_attempt as given: 1 when its work message is
+   * written with it, null when the dispatcher releases it), redispatched at redispatchAt, created and updated at
    * now, everything else empty (cancel not requested). Where the (tenant, idempotency key)
    * is taken, it writes nothing. Answers whether it inserted.
    */
-  insertJob(params: { id: string; submission: ValidSubmission; now: number; redispatchAt: number }): boolean;
+  insertJob(params: { id: string; submission: ValidSubmission; now: number; redispatchAt: number } & DispatchFields): boolean;
 
   // Grant, renew, progress.
 
@@ -293,6 +297,58 @@ export interface LedgerStatements {
   /** redispatch_at := redispatchAt where the job is still queued at `attempt`. */
   postponeRedispatch(params: { jobId: string; attempt: number; redispatchAt: number }): void;
 
+  // The dispatcher (dispatch.ts).
+
+  /**
+   * Where several orchestrators dispatch from one database (PostgreSQL), a lock held until
+   * the transaction ends, so that one dispatcher counts and releases at a time (an advisory
+   * lock). With one writer: nothing.
+   */
+  lockDispatch(params: Record<string, never>): void;
+
+  /**
+   * The (type, tenant) pairs with queued jobs waiting for the dispatcher: due (not_before
+   * <= now) and not released for their current attempt (dispatched_attempt differs from
+   * attempt), with how many wait. Read through the partial index of queued jobs.
+   */
+  selectWaitingGroups(params: { now: number }): WaitingGroup[];
+
+  /**
+   * Up to `limit` of the tenant's queued jobs of `type` waiting for the dispatcher (as
+   * selectWaitingGroups), highest priority first, then in submission order; where the
+   * database locks rows, locked, skipping rows another transaction holds (a cancel, a
+   * reject), so that markDispatched finds every row it is given still queued.
+   */
+  selectWaitingJobs(params: { type: string; tenant: string; now: number; limit: number }): WaitingJob[];
+
+  /**
+   * What holds capacity at now, by (tenant, type, concurrency key): live leases (running,
+   * lease_deadline > now) and released work not leased yet (queued, dispatched_attempt =
+   * attempt). A lease past its deadline holds nothing, whether or not a sweep took it back.
+   */
+  selectOccupancy(params: { now: number }): Occupancy[];
+
+  /**
+   * Guarded, for each (job, attempt) of `jobs`: where the job is still queued at that
+   * attempt, dispatched_attempt := attempt and redispatch_at := redispatchAt. Answers how many changed.
+   */
+  markDispatched(params: { jobs: ReadonlyArray<{ jobId: string; attempt: number }>; redispatchAt: number }): number;
+
+  /** What the dispatcher reads of one job (any state), with its released attempt; undefined when there is none. */
+  selectWaitingJob(params: { jobId: string }): (WaitingJob & Pick<Job, 'state' | 'notBefore'> & { dispatchedAttempt: number | null }) | undefined;
+
+  /** Every tenant weight set. */
+  selectTenantWeights(params: Record<string, never>): Array<{ tenant: string; weight: number }>;
+
+  /** Every running limit set ('' in tenant or type: any). */
+  selectRunningLimits(params: Record<string, never>): RunningLimit[];
+
+  /** The tenant's weight := weight (inserted or replaced); null removes it (weight 1). */
+  setTenantWeight(params: { tenant: string; weight: number | null }): void;
+
+  /** The limit of (tenant, type) := maxRunning (inserted or replaced); null removes it. */
+  setRunningLimit(params: { tenant: string; type: string; maxRunning: number | null }): void;
+
   // The fleet.
 
   /**
@@ -413,5 +469,30 @@ export type OutboxRowRef = { kind: 'work'; jobId: string; body: WorkMessage } | 
 /** What the sweep reads of a running job whose lease ran out: enough to choose its edge and requeue it. */
 export type ExpiredLease = Pick<Job, 'id' | 'attempt' | 'maxAttempts' | 'cancelRequested' | 'tenant' | 'type'>;
 
-/** What the sweep reads of a queued job due for its work message again. */
-export type DueRedispatch = Pick<Job, 'id' | 'attempt' | 'tenant' | 'type' | 'notBefore'>;
+/** What the sweep reads of a queued job due for its work message again; dispatchedAttempt: the attempt its work was released for, if any. */
+export type DueRedispatch = Pick<Job, 'id' | 'attempt' | 'tenant' | 'type' | 'notBefore'> & { dispatchedAttempt: number | null };
+
+/** What insertJob writes besides the submission. */
+export interface DispatchFields {
+  dispatch: ValidDispatch;
+  dispatchedAttempt: number | null;
+}
+
+/** Queued jobs of one type and tenant waiting for the dispatcher. */
+export interface WaitingGroup {
+  type: string;
+  tenant: string;
+  count: number;
+}
+
+/** What the dispatcher reads of a waiting job. */
+export type WaitingJob = Pick<Job, 'id' | 'tenant' | 'type' | 'attempt' | 'priority' | 'concurrencyKey' | 'concurrencyLimit'>;
+
+/** Capacity held by (tenant, type, concurrency key): live leases and released, unleased work. */
+export interface Occupancy {
+  tenant: string;
+  type: string;
+  concurrencyKey: string | null;
+  running: number;
+  released: number;
+}

@@ -1,8 +1,9 @@
 /**
- * submit: (none) -> queued@1, plus the outbox row of its work message, in one transaction.
+ * submit: (none) -> queued@1, in one transaction; in fifo mode with the outbox row of its
+ * work message (due when the job is), in fair mode without: the dispatcher releases it.
  *
  * Params: tenant, type, input (JSON-serialisable), requires?, idempotencyKey?, maxAttempts?,
- *         timeoutSeconds?
+ *         timeoutSeconds?, priority?, concurrencyKey?, concurrencyLimit?, runAt? or delaySeconds?
  * Result: { job, created }. A (tenant, idempotencyKey) seen before with the same
  *         submission returns the existing job with created=false and writes nothing. Two orchestrators submitting the same
  *         key at once (PostgreSQL): the unique index lets one insert, the other finds its
@@ -21,16 +22,21 @@ import { isDeepStrictEqual } from 'node:util';
 import { LedgerError, LedgerErrorCode } from '../errors.js';
 import type { JobLimits } from '../../wire/jobs.js';
 import type { Job, SubmitParams, SubmitResult } from '../ledger.js';
+import { validateDispatch, type ValidDispatch } from '../shared/dispatch-rules.js';
 import { validateSubmission, type ValidSubmission } from '../shared/input-validation.js';
 import { enqueueWork } from './outbox.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
 export function* submitMany(params: readonly SubmitParams[], env: OperationEnv): Plan<SubmitResult[]> {
-  const valid = params.map((p) => ({ ...validateSubmission(p, env.config.defaultMaxAttempts), maxAttemptsGiven: p.maxAttempts !== undefined }));
+  const valid = params.map((p) => ({
+    ...validateSubmission(p, env.config.defaultMaxAttempts),
+    maxAttemptsGiven: p.maxAttempts !== undefined,
+    dispatch: validateDispatch(p, env.now),
+  }));
   const keys = new Set(valid.flatMap((v) => (v.idempotencyKey === null ? [] : [JSON.stringify([v.tenant, v.idempotencyKey])])));
   if (keys.size > 1) yield* run('lockIdempotencyKeys', { keys: [...keys] });
   const results: SubmitResult[] = [];
-  for (const { maxAttemptsGiven, ...submission } of valid) results.push(yield* submitOne(submission, maxAttemptsGiven, env));
+  for (const { maxAttemptsGiven, dispatch, ...submission } of valid) results.push(yield* submitOne(submission, dispatch, maxAttemptsGiven, env));
   return results;
 }
 
@@ -38,22 +44,34 @@ export function* submit(params: SubmitParams, env: OperationEnv): Plan<SubmitRes
   return (yield* submitMany([params], env))[0]!;
 }
 
-function* submitOne(valid: ValidSubmission, maxAttemptsGiven: boolean, { now, config }: OperationEnv): Plan<SubmitResult> {
+function* submitOne(valid: ValidSubmission, dispatch: ValidDispatch, maxAttemptsGiven: boolean, env: OperationEnv): Plan<SubmitResult> {
   const { tenant, idempotencyKey } = valid;
   if (idempotencyKey !== null) {
     const existing = yield* run('selectJobByKey', { tenant, idempotencyKey });
     if (existing) return sameJob(existing, valid, maxAttemptsGiven);
   }
-  const id = randomUUID();
-  if (!(yield* run('insertJob', { id, submission: valid, now, redispatchAt: now + config.redispatchAfterMs }))) {
+  const job = yield* insertQueuedJob(randomUUID(), valid, dispatch, env);
+  if (!job) {
     // Another transaction inserted this key since our look-up and has committed by now.
     const existing = idempotencyKey === null ? undefined : yield* run('selectJobByKey', { tenant, idempotencyKey });
     if (!existing) throw new Error(`planrun ledger: idempotency key ${idempotencyKey} conflicted with no job`);
     return sameJob(existing, valid, maxAttemptsGiven);
   }
-  const job = queuedJob(id, valid, now);
-  yield* enqueueWork(job, now, now);
   return { job, created: true };
+}
+
+/**
+ * Writes a new queued@1 job (a submission's, or a redrive's): in fifo mode with its work
+ * message, due when the job is; in fair mode without (the dispatcher releases it). Answers
+ * undefined when its idempotency key was taken by another transaction.
+ */
+export function* insertQueuedJob(id: string, valid: ValidSubmission, dispatch: ValidDispatch, { now, config }: OperationEnv): Plan<Job | undefined> {
+  const fifo = config.dispatch === 'fifo';
+  const redispatchAt = dispatch.notBefore + config.redispatchAfterMs;
+  if (!(yield* run('insertJob', { id, submission: valid, now, redispatchAt, dispatch, dispatchedAttempt: fifo ? 1 : null }))) return undefined;
+  const job = queuedJob(id, valid, dispatch, now);
+  if (fifo) yield* enqueueWork(job, now, dispatch.notBefore);
+  return job;
 }
 
 /**
@@ -80,7 +98,7 @@ function sameJob(existing: Job, valid: ValidSubmission, maxAttemptsGiven: boolea
 }
 
 /** The job as insertJob writes it (not read back: a bulk submit would read every row it wrote). */
-export function queuedJob(id: string, valid: ValidSubmission, now: number): Job {
+function queuedJob(id: string, valid: ValidSubmission, dispatch: ValidDispatch, now: number): Job {
   return {
     id,
     tenant: valid.tenant,
@@ -93,7 +111,10 @@ export function queuedJob(id: string, valid: ValidSubmission, now: number): Job 
     maxAttempts: valid.maxAttempts,
     timeoutSeconds: valid.timeoutSeconds,
     limits: valid.limits === null ? null : (JSON.parse(valid.limits) as JobLimits),
-    notBefore: now,
+    priority: dispatch.priority,
+    concurrencyKey: dispatch.concurrencyKey,
+    concurrencyLimit: dispatch.concurrencyLimit,
+    notBefore: dispatch.notBefore,
     leaseToken: null,
     leaseHolder: null,
     leaseDeadline: null,

@@ -9,7 +9,7 @@
  *   running@n, lease expired, cancel requested -> failed/cancelled   (cancel_running)
  *   running@n, lease expired, attempts left    -> queued@n+1 after backoff (expire)
  *   running@n, lease expired, none left        -> failed/exhausted   (exhaust)
- *   queued@n, due, work message unleased for redispatchAfterMs, no unsent work
+ *   queued@n, due, work message released and unleased for redispatchAfterMs, no unsent work
  *   message waiting in the outbox, and its type among `redispatchTypes` (when given)
  *                                              -> a fresh work message for attempt n
  *
@@ -54,7 +54,9 @@ export function* sweep(params: SweepParams = {}, env: OperationEnv): Plan<SweepR
   const redispatchAt = now + env.config.redispatchAfterMs;
   for (const job of yield* run('selectDueRedispatches', { now, limit })) {
     // A backlog in the relay, or in the broker's queue for busy workers, is not a lost message: wait for it rather than pile up copies.
-    if (redispatchable(job.type) && job.notBefore <= now && !(yield* run('hasUnsentWork', { jobId: job.id }))) {
+    // Only a released attempt has a message to lose: a job waiting for the dispatcher has none.
+    const released = job.dispatchedAttempt === job.attempt;
+    if (released && redispatchable(job.type) && job.notBefore <= now && !(yield* run('hasUnsentWork', { jobId: job.id }))) {
       yield* enqueueWork(job, now, now);
       report.redispatched.push(job.id);
     }

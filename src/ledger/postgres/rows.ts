@@ -21,6 +21,10 @@ export interface JobRow {
   max_attempts: number;
   timeout_seconds: number | null;
   limits: JobLimits | null;
+  priority: number;
+  concurrency_key: string | null;
+  concurrency_limit: number | null;
+  dispatched_attempt: number | null;
   not_before: number;
   redispatch_at: number | null;
   lease_token: string | null;
@@ -68,6 +72,9 @@ export function toJob(row: JobRow): Job {
     maxAttempts: row.max_attempts,
     timeoutSeconds: row.timeout_seconds,
     limits: row.limits,
+    priority: Number(row.priority),
+    concurrencyKey: row.concurrency_key,
+    concurrencyLimit: row.concurrency_limit,
     notBefore: row.not_before,
     leaseToken: row.lease_token,
     leaseHolder: row.lease_holder,

@@ -19,6 +19,7 @@ import type {
   OutboxStats,
   PrunableJob,
   RetryLinks,
+  RunningLimit,
 } from '../ledger.js';
 import type { AsyncLedgerStatements, StatementParams as Params } from '../operations/plan.js';
 import type {
@@ -27,11 +28,15 @@ import type {
   DueRedispatch,
   ExpiredLease,
   LeaseExpectation,
+  LedgerStatements,
   LogChunk,
   LogSection,
   LogSummary,
   NullableFilter,
+  Occupancy,
   OutboxRowRef,
+  WaitingGroup,
+  WaitingJob,
 } from '../operations/statements.js';
 import type { LogEntry } from '../../wire/logs.js';
 import { jobOwnedRows } from '../shared/job-owned-rows.js';
@@ -59,8 +64,8 @@ const lockKeys = `SELECT pg_advisory_xact_lock($1, h)
   FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k) AS keys ORDER BY h`;
 const SUBMIT_LOCK_CLASS = 0x706c_6b79; // 'plky'
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
-    not_before, redispatch_at, created_at, updated_at, timeout_seconds, limits)
-  VALUES ($1, $2, $3, $4, $5, $6, 'queued', 1, $7, $8, $9, $8, $8, $10, $11)
+    not_before, redispatch_at, created_at, updated_at, timeout_seconds, priority, concurrency_key, concurrency_limit, dispatched_attempt, limits)
+  VALUES ($1, $2, $3, $4, $5, $6, 'queued', 1, $7, $11, $9, $8, $8, $10, $12, $13, $14, $15, $16)
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
@@ -162,7 +167,7 @@ const requeueExpiredLeases = `UPDATE jobs SET state = 'queued', attempt = attemp
   WHERE id = ANY($1::text[]) AND state = 'running' AND attempt = $2 AND lease_deadline <= $5 AND NOT cancel_requested`;
 const closeExpiredAttempts = `UPDATE attempts SET ended_at = $3, outcome = 'expired', error = $4
   WHERE job_id = ANY($1::text[]) AND attempt = $2 AND ended_at IS NULL`;
-const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM jobs
+const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before, dispatched_attempt FROM jobs
   WHERE state = 'queued' AND redispatch_at <= $1
   ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
@@ -180,6 +185,43 @@ const selectOldestTailChunks = `SELECT seq, bytes, line_count FROM log_chunks
   WHERE job_id = $1 AND attempt = $2 AND section = 'tail' ORDER BY seq LIMIT $3`;
 const deleteTailChunks = `DELETE FROM log_chunks WHERE job_id = $1 AND attempt = $2 AND section = 'tail' AND seq <= $3`;
 const selectLogChunks = `SELECT seq, section, bytes, lines FROM log_chunks WHERE job_id = $1 AND attempt = $2 AND seq > $3 ORDER BY seq`;
+// The dispatcher. A waiting job: queued, due, not released for its current attempt.
+const waiting = (now: string) => `state = 'queued' AND not_before <= ${now} AND dispatched_attempt IS DISTINCT FROM attempt`;
+// One dispatcher at a time across orchestrators: a transaction-scoped advisory lock.
+const lockDispatch = `SELECT pg_advisory_xact_lock(${0x706c_6470}) -- 'pldp'`;
+const selectWaitingGroups = `SELECT type, tenant, COUNT(*) AS count FROM jobs WHERE ${waiting('$1')} GROUP BY type, tenant`;
+const waitingColumns = 'id, tenant, type, attempt, priority, concurrency_key, concurrency_limit';
+const selectWaitingJobs = `SELECT ${waitingColumns} FROM jobs
+  WHERE type = $1 AND tenant = $2 AND ${waiting('$3')} ORDER BY priority DESC, seq LIMIT $4 FOR UPDATE SKIP LOCKED`;
+const selectWaitingJob = `SELECT ${waitingColumns}, state, not_before, dispatched_attempt FROM jobs WHERE id = $1`;
+const selectOccupancy = `SELECT tenant, type, concurrency_key, SUM(running) AS running, SUM(released) AS released FROM (
+    SELECT tenant, type, concurrency_key, 1 AS running, 0 AS released FROM jobs WHERE state = 'running' AND lease_deadline > $1
+    UNION ALL
+    SELECT tenant, type, concurrency_key, 0, 1 FROM jobs WHERE state = 'queued' AND dispatched_attempt = attempt
+  ) AS held GROUP BY tenant, type, concurrency_key`;
+const markDispatched = `UPDATE jobs SET dispatched_attempt = jobs.attempt, redispatch_at = $3
+  FROM unnest($1::text[], $2::integer[]) AS r(id, attempt)
+  WHERE jobs.id = r.id AND jobs.attempt = r.attempt AND jobs.state = 'queued'`;
+const selectTenantWeights = 'SELECT tenant, weight FROM tenant_weights ORDER BY tenant';
+const selectRunningLimits = 'SELECT tenant, type, max_running FROM running_limits ORDER BY tenant, type';
+const upsertTenantWeight = 'INSERT INTO tenant_weights (tenant, weight) VALUES ($1, $2) ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight';
+const deleteTenantWeight = 'DELETE FROM tenant_weights WHERE tenant = $1';
+const upsertRunningLimit = `INSERT INTO running_limits (tenant, type, max_running) VALUES ($1, $2, $3)
+  ON CONFLICT (tenant, type) DO UPDATE SET max_running = excluded.max_running`;
+const deleteRunningLimit = 'DELETE FROM running_limits WHERE tenant = $1 AND type = $2';
+
+type WaitingRow = Pick<JobRow, 'id' | 'tenant' | 'type' | 'attempt' | 'priority' | 'concurrency_key' | 'concurrency_limit'>;
+function toWaitingJob(r: WaitingRow): WaitingJob {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    type: r.type,
+    attempt: r.attempt,
+    priority: r.priority,
+    concurrencyKey: r.concurrency_key,
+    concurrencyLimit: r.concurrency_limit,
+  };
+}
 
 const upsertUploadGrant = `INSERT INTO upload_grants (job_id, attempt, signed_at, valid_until) VALUES ($1, $2, $3, $4)
   ON CONFLICT (job_id, attempt) DO UPDATE SET valid_until = GREATEST(upload_grants.valid_until, excluded.valid_until)`;
@@ -249,22 +291,10 @@ export class PgStatements implements AsyncLedgerStatements {
     await this.ctx.rows(lockKeys, [SUBMIT_LOCK_CLASS, keys]);
   }
 
-  async insertJob({ id, submission: s, now, redispatchAt }: Params<'insertJob'>): Promise<boolean> {
-    return (
-      (await this.ctx.run(insertJob, [
-        id,
-        s.tenant,
-        s.type,
-        s.input,
-        s.requires,
-        s.idempotencyKey,
-        s.maxAttempts,
-        now,
-        redispatchAt,
-        s.timeoutSeconds,
-        s.limits,
-      ])) === 1
-    );
+  async insertJob({ id, submission: s, now, redispatchAt, dispatch: d, dispatchedAttempt }: Params<'insertJob'>): Promise<boolean> {
+    const values = [id, s.tenant, s.type, s.input, s.requires, s.idempotencyKey, s.maxAttempts, now, redispatchAt, s.timeoutSeconds];
+    values.push(d.notBefore, d.priority, d.concurrencyKey, d.concurrencyLimit, dispatchedAttempt, s.limits);
+    return (await this.ctx.run(insertJob, values)) === 1;
   }
 
   grantLease(p: Params<'grantLease'>): Promise<Job | undefined> {
@@ -503,8 +533,18 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   async selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): Promise<DueRedispatch[]> {
-    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before'>>(selectDueRedispatches, [now, limit]);
-    return rows.map((r) => ({ id: r.id, attempt: r.attempt, tenant: r.tenant, type: r.type, notBefore: r.not_before }));
+    const rows = await this.ctx.rows<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before' | 'dispatched_attempt'>>(selectDueRedispatches, [
+      now,
+      limit,
+    ]);
+    return rows.map((r) => ({
+      id: r.id,
+      attempt: r.attempt,
+      tenant: r.tenant,
+      type: r.type,
+      notBefore: r.not_before,
+      dispatchedAttempt: r.dispatched_attempt,
+    }));
   }
 
   async hasUnsentWork({ jobId }: Params<'hasUnsentWork'>): Promise<boolean> {
@@ -513,6 +553,51 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): Promise<void> {
     await this.ctx.run(postponeRedispatch, [redispatchAt, jobId, attempt]);
+  }
+
+  async lockDispatch(): Promise<void> {
+    await this.ctx.rows(lockDispatch);
+  }
+
+  selectWaitingGroups({ now }: Params<'selectWaitingGroups'>): Promise<WaitingGroup[]> {
+    return this.ctx.rows<{ type: string; tenant: string; count: number }>(selectWaitingGroups, [now]);
+  }
+
+  async selectWaitingJobs(p: Params<'selectWaitingJobs'>): Promise<WaitingJob[]> {
+    return (await this.ctx.rows<WaitingRow>(selectWaitingJobs, [p.type, p.tenant, p.now, p.limit])).map(toWaitingJob);
+  }
+
+  async selectWaitingJob({ jobId }: Params<'selectWaitingJob'>): Promise<ReturnType<LedgerStatements['selectWaitingJob']>> {
+    const row = await this.ctx.row<WaitingRow & Pick<JobRow, 'state' | 'not_before' | 'dispatched_attempt'>>(selectWaitingJob, [jobId]);
+    return row && { ...toWaitingJob(row), state: row.state, notBefore: row.not_before, dispatchedAttempt: row.dispatched_attempt };
+  }
+
+  async selectOccupancy({ now }: Params<'selectOccupancy'>): Promise<Occupancy[]> {
+    const rows = await this.ctx.rows<Pick<JobRow, 'tenant' | 'type' | 'concurrency_key'> & { running: number; released: number }>(selectOccupancy, [now]);
+    return rows.map((r) => ({ tenant: r.tenant, type: r.type, concurrencyKey: r.concurrency_key, running: r.running, released: r.released }));
+  }
+
+  markDispatched({ jobs, redispatchAt }: Params<'markDispatched'>): Promise<number> {
+    return this.ctx.run(markDispatched, [jobs.map((j) => j.jobId), jobs.map((j) => j.attempt), redispatchAt]);
+  }
+
+  selectTenantWeights(): Promise<Array<{ tenant: string; weight: number }>> {
+    return this.ctx.rows<{ tenant: string; weight: number }>(selectTenantWeights);
+  }
+
+  async selectRunningLimits(): Promise<RunningLimit[]> {
+    const rows = await this.ctx.rows<{ tenant: string; type: string; max_running: number }>(selectRunningLimits);
+    return rows.map((r) => ({ tenant: r.tenant, type: r.type, maxRunning: r.max_running }));
+  }
+
+  async setTenantWeight({ tenant, weight }: Params<'setTenantWeight'>): Promise<void> {
+    if (weight === null) await this.ctx.run(deleteTenantWeight, [tenant]);
+    else await this.ctx.run(upsertTenantWeight, [tenant, weight]);
+  }
+
+  async setRunningLimit({ tenant, type, maxRunning }: Params<'setRunningLimit'>): Promise<void> {
+    if (maxRunning === null) await this.ctx.run(deleteRunningLimit, [tenant, type]);
+    else await this.ctx.run(upsertRunningLimit, [tenant, type, maxRunning]);
   }
 
   async upsertUploadGrant(p: Params<'upsertUploadGrant'>): Promise<void> {

@@ -181,7 +181,9 @@ export function recordableProgressMessage(message: string | undefined): string |
 }
 
 export function validateConfig(config: LedgerConfig): LedgerConfig {
+  if (config.dispatch !== 'fair' && config.dispatch !== 'fifo') throw invalid(`ledger config dispatch must be fair or fifo, got ${String(config.dispatch)}`);
   for (const [name, value] of Object.entries(config)) {
+    if (name === 'dispatch') continue;
     if (!Number.isInteger(value) || value < (name === 'defaultMaxAttempts' ? 1 : 0)) {
       throw invalid(`ledger config ${name} must be a non-negative integer, got ${value}`);
     }

@@ -291,4 +291,40 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX jobs_active ON jobs (state, type, tenant, not_before) WHERE state IN ('queued', 'running');
     `,
   },
+  {
+    version: 12,
+    name: 'dispatch from the ledger',
+    sql: `
+      -- Fair dispatch (issue 15): a queued job's work message is released by the dispatcher,
+      -- which records the attempt it released it for; a queued job whose attempt differs is
+      -- waiting for the dispatcher and has no message in flight. Jobs queued before this
+      -- migration had their work message published at submit.
+      ALTER TABLE jobs ADD COLUMN dispatched_attempt INTEGER;
+      UPDATE jobs SET dispatched_attempt = attempt WHERE state = 'queued';
+      -- Higher first within a tenant's share; a concurrency key caps the live leases of the
+      -- tenant's jobs that carry it at concurrency_limit.
+      ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE jobs ADD COLUMN concurrency_key TEXT;
+      ALTER TABLE jobs ADD COLUMN concurrency_limit INTEGER CHECK (concurrency_limit >= 1);
+      -- The dispatcher's two questions: which queued jobs wait for it (by type, tenant and
+      -- order of release), and which hold capacity without a lease yet.
+      CREATE INDEX jobs_waiting ON jobs (type, tenant, priority DESC, seq) WHERE state = 'queued';
+      CREATE INDEX jobs_dispatched ON jobs (type) WHERE state = 'queued' AND dispatched_attempt = attempt;
+
+      -- Each tenant's weight in the fair share (planrun tenants set NAME --weight W); 1 when absent.
+      CREATE TABLE tenant_weights (
+        tenant TEXT PRIMARY KEY,
+        weight INTEGER NOT NULL CHECK (weight >= 1)
+      ) WITHOUT ROWID;
+      -- Live leases allowed at once per tenant, per job type or per (tenant, type): '' in
+      -- tenant or type stands for any (both '' is not a limit anyone sets).
+      CREATE TABLE running_limits (
+        tenant      TEXT NOT NULL,
+        type        TEXT NOT NULL,
+        max_running INTEGER NOT NULL CHECK (max_running >= 0),
+        PRIMARY KEY (tenant, type),
+        CHECK (tenant <> '' OR type <> '')
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

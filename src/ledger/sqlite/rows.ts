@@ -17,6 +17,10 @@ export interface JobRow {
   max_attempts: number;
   timeout_seconds: number | null;
   limits: string | null;
+  priority: number;
+  concurrency_key: string | null;
+  concurrency_limit: number | null;
+  dispatched_attempt: number | null;
   not_before: number;
   redispatch_at: number | null;
   lease_token: string | null;
@@ -62,6 +66,9 @@ export function toJob(row: JobRow): Job {
     maxAttempts: row.max_attempts,
     timeoutSeconds: row.timeout_seconds,
     limits: row.limits === null ? null : (JSON.parse(row.limits) as JobLimits),
+    priority: Number(row.priority),
+    concurrencyKey: row.concurrency_key,
+    concurrencyLimit: row.concurrency_limit,
     notBefore: row.not_before,
     leaseToken: row.lease_token,
     leaseHolder: row.lease_holder,

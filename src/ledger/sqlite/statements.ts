@@ -19,6 +19,7 @@ import type {
   OutboxStats,
   PrunableJob,
   RetryLinks,
+  RunningLimit,
 } from '../ledger.js';
 import type { StatementParams as Params } from '../operations/plan.js';
 import type {
@@ -30,7 +31,10 @@ import type {
   LogChunk,
   LogSection,
   LogSummary,
+  Occupancy,
   OutboxRowRef,
+  WaitingGroup,
+  WaitingJob,
 } from '../operations/statements.js';
 import type { LogEntry } from '../../wire/logs.js';
 import { jobOwnedRows } from '../shared/job-owned-rows.js';
@@ -41,9 +45,9 @@ import { type AttemptRow, type FleetRow, type JobRow, type OutboxRow, selectJobB
 
 const selectJobByKey = 'SELECT * FROM jobs WHERE tenant = ? AND idempotency_key = ?';
 const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempotency_key, state, attempt, max_attempts,
-    timeout_seconds, limits, not_before, redispatch_at, created_at, updated_at)
+    timeout_seconds, limits, not_before, redispatch_at, created_at, updated_at, priority, concurrency_key, concurrency_limit, dispatched_attempt)
   VALUES (@id, @tenant, @type, @input, @requires, @idempotencyKey, 'queued', 1, @maxAttempts,
-    @timeoutSeconds, @limits, @now, @redispatchAt, @now, @now)
+    @timeoutSeconds, @limits, @notBefore, @redispatchAt, @now, @now, @priority, @concurrencyKey, @concurrencyLimit, @dispatchedAttempt)
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = @token, lease_holder = @worker, lease_proof = @proof,
@@ -143,7 +147,7 @@ const requeueExpiredLeases = `UPDATE jobs SET state = 'queued', attempt = attemp
     AND lease_deadline <= @now AND cancel_requested = 0`;
 const closeExpiredAttempts = `UPDATE attempts SET ended_at = @now, outcome = 'expired', error = @error
   WHERE job_id IN (SELECT value FROM json_each(@ids)) AND attempt = @attempt AND ended_at IS NULL`;
-const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before FROM jobs
+const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before, dispatched_attempt FROM jobs
   WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
@@ -162,6 +166,40 @@ const selectOldestTailChunks = `SELECT seq, bytes, line_count FROM log_chunks
 const deleteTailChunks = `DELETE FROM log_chunks WHERE job_id = @jobId AND attempt = @attempt AND section = 'tail' AND seq <= @throughSeq`;
 const selectLogChunks = `SELECT seq, section, bytes, lines FROM log_chunks
   WHERE job_id = @jobId AND attempt = @attempt AND seq > @afterSeq ORDER BY seq`;
+// The dispatcher. A waiting job: queued, due, not released for its current attempt.
+const waiting = `state = 'queued' AND not_before <= @now AND dispatched_attempt IS NOT attempt`;
+const selectWaitingGroups = `SELECT type, tenant, COUNT(*) AS count FROM jobs WHERE ${waiting} GROUP BY type, tenant`;
+const waitingColumns = 'id, tenant, type, attempt, priority, concurrency_key, concurrency_limit';
+const selectWaitingJobs = `SELECT ${waitingColumns} FROM jobs
+  WHERE type = @type AND tenant = @tenant AND ${waiting} ORDER BY priority DESC, seq LIMIT @limit`;
+const selectWaitingJob = `SELECT ${waitingColumns}, state, not_before, dispatched_attempt FROM jobs WHERE id = ?`;
+const selectOccupancy = `SELECT tenant, type, concurrency_key, SUM(running) AS running, SUM(released) AS released FROM (
+    SELECT tenant, type, concurrency_key, 1 AS running, 0 AS released FROM jobs WHERE state = 'running' AND lease_deadline > @now
+    UNION ALL
+    SELECT tenant, type, concurrency_key, 0, 1 FROM jobs WHERE state = 'queued' AND dispatched_attempt = attempt
+  ) GROUP BY tenant, type, concurrency_key`;
+const markDispatched = `UPDATE jobs SET dispatched_attempt = attempt, redispatch_at = @redispatchAt
+  WHERE (id, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@jobs)) AND state = 'queued'`;
+const selectTenantWeights = 'SELECT tenant, weight FROM tenant_weights ORDER BY tenant';
+const selectRunningLimits = 'SELECT tenant, type, max_running FROM running_limits ORDER BY tenant, type';
+const upsertTenantWeight = 'INSERT INTO tenant_weights (tenant, weight) VALUES (@tenant, @weight) ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight';
+const deleteTenantWeight = 'DELETE FROM tenant_weights WHERE tenant = @tenant';
+const upsertRunningLimit = `INSERT INTO running_limits (tenant, type, max_running) VALUES (@tenant, @type, @maxRunning)
+  ON CONFLICT (tenant, type) DO UPDATE SET max_running = excluded.max_running`;
+const deleteRunningLimit = 'DELETE FROM running_limits WHERE tenant = @tenant AND type = @type';
+
+type WaitingRow = Pick<JobRow, 'id' | 'tenant' | 'type' | 'attempt' | 'priority' | 'concurrency_key' | 'concurrency_limit'>;
+function toWaitingJob(r: WaitingRow): WaitingJob {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    type: r.type,
+    attempt: r.attempt,
+    priority: r.priority,
+    concurrencyKey: r.concurrency_key,
+    concurrencyLimit: r.concurrency_limit,
+  };
+}
 
 const upsertUploadGrant = `INSERT INTO upload_grants (job_id, attempt, signed_at, valid_until) VALUES (@jobId, @attempt, @now, @validUntil)
   ON CONFLICT (job_id, attempt) DO UPDATE SET valid_until = MAX(valid_until, excluded.valid_until)`;
@@ -231,8 +269,8 @@ export class SqliteStatements implements LedgerStatements {
     // One writer at a time: no other transaction can insert a key before this one ends.
   }
 
-  insertJob({ id, submission, now, redispatchAt }: Params<'insertJob'>): boolean {
-    return this.ctx.sql(insertJob).run({ ...submission, id, now, redispatchAt }).changes === 1;
+  insertJob({ id, submission, now, redispatchAt, dispatch, dispatchedAttempt }: Params<'insertJob'>): boolean {
+    return this.ctx.sql(insertJob).run({ ...submission, ...dispatch, id, now, redispatchAt, dispatchedAttempt }).changes === 1;
   }
 
   grantLease(params: Params<'grantLease'>): Job | undefined {
@@ -479,8 +517,17 @@ export class SqliteStatements implements LedgerStatements {
   }
 
   selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): DueRedispatch[] {
-    const rows = this.ctx.sql(selectDueRedispatches).all(now, limit) as Array<Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before'>>;
-    return rows.map((r) => ({ id: r.id, attempt: r.attempt, tenant: r.tenant, type: r.type, notBefore: r.not_before }));
+    const rows = this.ctx.sql(selectDueRedispatches).all(now, limit) as Array<
+      Pick<JobRow, 'id' | 'attempt' | 'tenant' | 'type' | 'not_before' | 'dispatched_attempt'>
+    >;
+    return rows.map((r) => ({
+      id: r.id,
+      attempt: r.attempt,
+      tenant: r.tenant,
+      type: r.type,
+      notBefore: r.not_before,
+      dispatchedAttempt: r.dispatched_attempt,
+    }));
   }
 
   hasUnsentWork({ jobId }: Params<'hasUnsentWork'>): boolean {
@@ -489,6 +536,51 @@ export class SqliteStatements implements LedgerStatements {
 
   postponeRedispatch({ jobId, attempt, redispatchAt }: Params<'postponeRedispatch'>): void {
     this.ctx.sql(postponeRedispatch).run(redispatchAt, jobId, attempt);
+  }
+
+  lockDispatch(): void {
+    // One writer at a time: no other dispatch can count before this one ends.
+  }
+
+  selectWaitingGroups(p: Params<'selectWaitingGroups'>): WaitingGroup[] {
+    return this.ctx.sql(selectWaitingGroups).all(p) as WaitingGroup[];
+  }
+
+  selectWaitingJobs(p: Params<'selectWaitingJobs'>): WaitingJob[] {
+    return (this.ctx.sql(selectWaitingJobs).all(p) as WaitingRow[]).map(toWaitingJob);
+  }
+
+  selectWaitingJob({ jobId }: Params<'selectWaitingJob'>): ReturnType<LedgerStatements['selectWaitingJob']> {
+    const row = this.ctx.sql(selectWaitingJob).get(jobId) as (WaitingRow & Pick<JobRow, 'state' | 'not_before' | 'dispatched_attempt'>) | undefined;
+    return row && { ...toWaitingJob(row), state: row.state, notBefore: row.not_before, dispatchedAttempt: row.dispatched_attempt };
+  }
+
+  selectOccupancy(p: Params<'selectOccupancy'>): Occupancy[] {
+    const rows = this.ctx.sql(selectOccupancy).all(p) as Array<Pick<JobRow, 'tenant' | 'type' | 'concurrency_key'> & { running: number; released: number }>;
+    return rows.map((r) => ({ tenant: r.tenant, type: r.type, concurrencyKey: r.concurrency_key, running: r.running, released: r.released }));
+  }
+
+  markDispatched({ jobs, redispatchAt }: Params<'markDispatched'>): number {
+    return this.ctx.sql(markDispatched).run({ jobs: JSON.stringify(jobs.map((j) => [j.jobId, j.attempt])), redispatchAt }).changes;
+  }
+
+  selectTenantWeights(): Array<{ tenant: string; weight: number }> {
+    return this.ctx.sql(selectTenantWeights).all() as Array<{ tenant: string; weight: number }>;
+  }
+
+  selectRunningLimits(): RunningLimit[] {
+    const rows = this.ctx.sql(selectRunningLimits).all() as Array<{ tenant: string; type: string; max_running: number }>;
+    return rows.map((r) => ({ tenant: r.tenant, type: r.type, maxRunning: r.max_running }));
+  }
+
+  setTenantWeight({ tenant, weight }: Params<'setTenantWeight'>): void {
+    if (weight === null) this.ctx.sql(deleteTenantWeight).run({ tenant });
+    else this.ctx.sql(upsertTenantWeight).run({ tenant, weight });
+  }
+
+  setRunningLimit({ tenant, type, maxRunning }: Params<'setRunningLimit'>): void {
+    if (maxRunning === null) this.ctx.sql(deleteRunningLimit).run({ tenant, type });
+    else this.ctx.sql(upsertRunningLimit).run({ tenant, type, maxRunning });
   }
 
   upsertUploadGrant(p: Params<'upsertUploadGrant'>): void {

@@ -17,6 +17,7 @@ import type { LedgerConfig } from '../../../src/ledger/ledger.js';
 import { testConfig, withLedger, type LedgerFactory, type LedgerHarness } from '../testing.js';
 import { apiKeysConformance } from './api-keys.js';
 import { cancelConformance } from './cancel.js';
+import { dispatchConformance } from './dispatch.js';
 import { fenceConformance } from './fence.js';
 import { fleetConformance } from './fleet.js';
 import { grantConformance } from './grant.js';
@@ -63,5 +64,6 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     logsConformance(run);
     redriveConformance(run);
     retentionConformance(run);
+    dispatchConformance(run);
   });
 }

@@ -30,6 +30,8 @@ export const propertyConfig: LedgerConfig = {
   backoffMaxMs: 4_000,
   defaultMaxAttempts: 3,
   redispatchAfterMs: 15_000,
+  // The suites below test the ledger's edges with the work message written at submit and requeue; dispatch.ts tests fair mode.
+  dispatch: 'fifo',
 };
 
 export const TENANTS = ['acme', 'globex'] as const;

@@ -1,5 +1,5 @@
 /**
- * The sweeper sends a lost work message again only where a worker stands idle: a backlog
+ * In fifo mode (work messages written at submit), the sweeper sends a lost work message again only where a worker stands idle: a backlog
  * behind busy workers, or with no worker at all, is only waiting in the queue, and a copy
  * per job per redispatch period would pile up there (in the embedded broker, in the
  * orchestrator's own memory) for as long as the backlog lasts.
@@ -18,7 +18,7 @@ import { tempDir } from '../../test/testing/temp-dir.js';
 import { waitFor } from '../../test/testing/wait.js';
 import { Orchestrator } from './orchestrator.js';
 
-const dir = tempDir('planrun-sweeper-');
+const dir = tempDir('planrun-dispatch-fifo-');
 after(() => dir.remove());
 const redispatchAfterMs = 60_000;
 let n = 0;
@@ -26,7 +26,7 @@ let n = 0;
 /** An orchestrator that is not started: its sweeper runs only when told, on a manual clock. */
 async function setUp() {
   const clock = new ManualClock();
-  const ledger = await openSqliteLedger({ path: join(dir.path, `ledger-${n++}.db`), clock, config: { redispatchAfterMs } });
+  const ledger = await openSqliteLedger({ path: join(dir.path, `ledger-${n++}.db`), clock, config: { redispatchAfterMs, dispatch: 'fifo' } });
   const broker = new EmbeddedBroker();
   const orchestrator = new Orchestrator({ ledger, broker: broker.connect(), logger: silentLogger(), leaseTtlMs: 90_000, clock });
   return {
@@ -48,7 +48,7 @@ async function relayAll(ledger: Ledger): Promise<void> {
 
 const heartbeat = (worker: string, jobTypes: string[], running: number) => ({ worker, jobTypes, capabilities: [], slots: 2, running });
 
-describe('sweeper redispatch', () => {
+describe('sweeper redispatch (fifo dispatch)', () => {
   it('sends work again for a type only while one of its workers has a free slot', async () => {
     const { clock, ledger, orchestrator, close } = await setUp();
     try {
@@ -57,15 +57,15 @@ describe('sweeper redispatch', () => {
       await relayAll(ledger);
 
       clock.advance(redispatchAfterMs + 1);
-      assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [], 'no worker at all: the messages wait in the queue');
+      assert.deepEqual((await orchestrator.dispatcher.runOnce()).redispatched, [], 'no worker at all: the messages wait in the queue');
 
       clock.advance(redispatchAfterMs + 1);
       orchestrator.fleet.record(heartbeat('w-busy', ['render', 'transcode'], 2));
-      assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [], 'every slot busy: still only waiting');
+      assert.deepEqual((await orchestrator.dispatcher.runOnce()).redispatched, [], 'every slot busy: still only waiting');
 
       clock.advance(redispatchAfterMs + 1);
       orchestrator.fleet.record(heartbeat('w-idle', ['render'], 1));
-      assert.deepEqual((await orchestrator.sweeper.runOnce()).redispatched, [render.id], 'a render worker stands idle: the render message is lost or stuck');
+      assert.deepEqual((await orchestrator.dispatcher.runOnce()).redispatched, [render.id], 'a render worker stands idle: the render message is lost or stuck');
       assert.deepEqual(
         (await ledger.outboxTake(10)).map((row) => row.jobId),
         [render.id],
@@ -84,7 +84,7 @@ describe('sweeper redispatch', () => {
       await relayAll(ledger);
       for (let period = 0; period < 10; period++) {
         clock.advance(redispatchAfterMs + 1);
-        await orchestrator.sweeper.runOnce();
+        await orchestrator.dispatcher.runOnce();
       }
       assert.deepEqual(await ledger.outboxStats(), { unsent: 0, oldestCreatedAt: null }, 'ten periods: no copy written');
     } finally {
@@ -94,7 +94,7 @@ describe('sweeper redispatch', () => {
 
   it('a lost work message is sent again once a worker of its type stands idle, and the job runs once', async () => {
     const broker = new EmbeddedBroker();
-    const harness = await new Harness({ broker: broker.connect(), ledgerConfig: { redispatchAfterMs: 300 }, sweepIntervalMs: 50 }).start();
+    const harness = await new Harness({ broker: broker.connect(), ledgerConfig: { redispatchAfterMs: 300, dispatch: 'fifo' }, sweepIntervalMs: 50 }).start();
     try {
       // The message is lost: a consumer that is no worker takes it and drops it.
       const workQueue = harness.topology.workQueue('probe');
