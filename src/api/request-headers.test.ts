@@ -23,7 +23,9 @@ function rawPost(url: string, key: string, headers: Array<[string, string | Buff
     Buffer.from('\r\n'),
   ]);
   return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => socket.end(Buffer.concat([head, payload])));
+    // Written, not ended: a client that half-closes before the answer may get none (Node's
+    // server ends a half-closed socket), and the server closes after answering (connection: close).
+    const socket = connect(Number(port), hostname, () => socket.write(Buffer.concat([head, payload])));
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('error', reject);
