@@ -240,7 +240,10 @@ describe('the dashboard in a browser, against planrun up', () => {
     await group.getByTestId('group-count').getByText('2', { exact: true }).waitFor();
     await group.getByTestId('redrive').click();
     await group.getByTestId('confirm-redrive').getByText('Redrive 2 jobs').click();
-    await group.getByTestId('redriven').getByText('2 redriven').waitFor();
+    await page
+      .getByTestId('redriven')
+      .getByText(/^2 redriven from transcode/)
+      .waitFor();
     await shot('failures-redriven');
   });
 

@@ -98,7 +98,7 @@ for (const { broker, ledger } of setups) {
       // The console is for people: normal events at info, one readable line each, no JSON.
       await waitFor(
         'both workers to say they are ready',
-        () => (output.match(/^\d\d:\d\d:\d\d {2}INFO {3}worker \d+ {2}worker ready {2}worker=\S+$/gm) ?? []).length === 2,
+        () => (output.match(/^\d\d:\d\d:\d\d {2}INFO {3}worker \d+ {2}worker ready {2}worker=\S+( .*)?$/gm) ?? []).length === 2,
         20_000,
       );
       assert.doesNotMatch(output, /^\{/m);

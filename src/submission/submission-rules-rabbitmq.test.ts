@@ -45,7 +45,7 @@ const badBodies: Array<{ name: string; body: Record<string, unknown>; reason: st
     body: { type: 'checksum', input: {}, requires: ['gpu.big'] },
     reason: `body/requires/0 must match pattern "${NAME_PATTERN}"`,
   },
-  { name: 'an unknown field', body: { type: 'checksum', input: {}, priority: 9 }, reason: 'body must NOT have property "priority"' },
+  { name: 'an unknown field', body: { type: 'checksum', input: {}, urgency: 9 }, reason: 'body must NOT have property "urgency"' },
   {
     name: 'a 20 MB input',
     body: { type: 'checksum', input: { data: 'x'.repeat(20 * 1024 * 1024) } },

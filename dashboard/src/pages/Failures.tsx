@@ -17,10 +17,17 @@ export function Failures() {
     queryFn: () => getFailureGroups(key, undefined),
     refetchInterval: refreshMs,
   });
+  // Shown above the table: a redriven group leaves it (its jobs are no longer waiting).
+  const [redriven, setRedriven] = useState<{ group: FailureGroup; count: number }>();
 
   return (
     <section>
       <h1>Failures</h1>
+      {redriven && (
+        <p className="notice" role="status" data-testid="redriven">
+          {redriven.count} redriven from {redriven.group.type} / <code>{redriven.group.code}</code>: each is a new job, linked to the one it retries.
+        </p>
+      )}
       {failures.error ? (
         <FailureNotice error={failures.error} what="the failures" />
       ) : failures.data?.length === 0 ? (
@@ -39,7 +46,7 @@ export function Failures() {
           </thead>
           <tbody>
             {failures.data?.map((group) => (
-              <GroupRow key={`${group.type}\n${group.code}`} group={group} />
+              <GroupRow key={`${group.type}\n${group.code}`} group={group} onRedriven={(count) => setRedriven({ group, count })} />
             ))}
           </tbody>
         </table>
@@ -48,12 +55,13 @@ export function Failures() {
   );
 }
 
-function GroupRow({ group }: { group: FailureGroup }) {
+function GroupRow({ group, onRedriven }: { group: FailureGroup; onRedriven: (count: number) => void }) {
   const { key } = useSession();
   const client = useQueryClient();
   const [confirming, setConfirming] = useState(false);
   const redrive = useMutation({
     mutationFn: () => retryGroup(key, group),
+    onSuccess: onRedriven,
     onSettled: () => {
       setConfirming(false);
       void client.invalidateQueries({ queryKey: ['failures'] });
@@ -82,7 +90,6 @@ function GroupRow({ group }: { group: FailureGroup }) {
             Redrive…
           </button>
         )}
-        {redrive.data !== undefined && <span data-testid="redriven"> {redrive.data} redriven</span>}
         {redrive.error && <FailureNotice error={redrive.error} what="redrive" />}
       </td>
     </tr>

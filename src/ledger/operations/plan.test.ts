@@ -7,7 +7,8 @@ import { settle } from './settle.js';
 import type { LedgerStatements } from './statements.js';
 
 const now = Date.UTC(2026, 0, 1);
-const env = { now, config: defaultLedgerConfig };
+// fifo: a requeue then writes its work message, so the plan shows a statement of each kind.
+const env = { now, config: { ...defaultLedgerConfig, dispatch: 'fifo' as const } };
 
 const running: Job = {
   id: 'j1',

@@ -26,12 +26,16 @@ async function rejectsWith(promise: Promise<unknown>, code: string, ...mentions:
   return caught!;
 }
 
-/** Several ledgers on one schema, as several orchestrators sharing one database; closed and dropped after `body`. */
+/**
+ * Several ledgers on one schema, as several orchestrators sharing one database; closed and
+ * dropped after `body`. In fifo dispatch, so that a submit writes its work row at once: these
+ * tests race the outbox's claims (fair dispatch's own races: test/ledger/conformance/dispatch.ts).
+ */
 async function withSharedSchema(count: number, clock: ManualClock, body: (ledgers: Ledger[], schema: string) => Promise<void>): Promise<void> {
   const schema = schemas.reserve();
   const ledgers: Ledger[] = [];
   try {
-    for (let i = 0; i < count; i++) ledgers.push(await openPostgresLedger({ connectionString: postgresUrl, schema, clock }));
+    for (let i = 0; i < count; i++) ledgers.push(await openPostgresLedger({ connectionString: postgresUrl, schema, clock, config: { dispatch: 'fifo' } }));
     await body(ledgers, schema);
   } finally {
     for (const ledger of ledgers) await ledger.close();
