@@ -128,7 +128,7 @@ export function renderTable(run: BenchRun): string {
   else if (queued) {
     const { queued: q, load: l } = queued as QueuedSectionResult;
     lines.push(
-      `| L3 | ${int(q.jobs)} queued jobs, no worker (work messages in the embedded broker, in the orchestrator), then ${q.waitedSeconds.toFixed(0)} s of waiting with redispatch-after ${q.redispatchAfterSeconds} s | **peak ${mib(q.peakRssMiB)}**, ${mib(q.settledRssMiB)} once relayed (submitted in ${q.submitSeconds.toFixed(1)} s); ${int(q.messagesHeld)} work messages at the end | | ${mib(q.peakRssMiB)} | embedded | | < 300 MB: ${q.peakRssMiB * 1.048576 < 300 ? 'met' : 'missed'} | ${load(l)} |`,
+      `| L3 | ${int(q.jobs)} queued jobs, no worker (fair dispatch: they wait in the ledger; work messages only go to the embedded broker, in the orchestrator, for free slots), then ${q.waitedSeconds.toFixed(0)} s of waiting with redispatch-after ${q.redispatchAfterSeconds} s | **peak ${mib(q.peakRssMiB)}**, ${mib(q.settledRssMiB)} once relayed (submitted in ${q.submitSeconds.toFixed(1)} s); ${int(q.messagesHeld)} work messages at the end | | ${mib(q.peakRssMiB)} | embedded | | < 300 MB: ${q.peakRssMiB * 1.048576 < 300 ? 'met' : 'missed'} | ${load(l)} |`,
     );
   }
   if (failed(floors)) lines.push(`| F | floors | failed: ${firstLine(floors.error)} | | | | | | |`);
@@ -262,8 +262,9 @@ How each figure is taken:
   Transactions are the SQLite ledger's own count of commits.
 - **sweep**: leases expired by moving a manual clock past the TTL; the one-pass figure on
   the SQLite ledger (synchronous=FULL) and on the local PostgreSQL (a schema of its own).
-- **queued**: jobs submitted with \`submitMany\` and no worker; the relay publishes every
-  work message into the embedded broker, whose queues live in the orchestrator's process.
+- **queued**: jobs submitted with \`submitMany\` and no worker; with fair dispatch (the
+  default) they wait in the ledger, and a work message goes to the embedded broker (whose
+  queues live in the orchestrator's process) only for a free slot, so none does here.
   Then the jobs keep waiting while the sweeper passes over each of them twice after its
   redispatch period (shortened to seconds for the run): the peak RSS covers that wait, and
   the count of work messages says whether the sweeper piled up copies.
