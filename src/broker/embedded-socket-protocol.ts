@@ -83,9 +83,18 @@ export function requireSocketPath(path: string): string {
   return path;
 }
 
-/** Writes one frame; a frame for a socket that is already gone is dropped (its close is handled elsewhere). */
+/**
+ * Writes one frame; a frame for a socket that is already gone is dropped (its close is
+ * handled elsewhere). The frames of one turn of the event loop leave together, in one
+ * system call: a settle sends a delivery, its ack, a request and a reply at once, and a
+ * write each was a tenth of the orchestrator's time (docs/performance.md).
+ */
 export function sendFrame(socket: Socket, frame: ClientFrame | ServerFrame): void {
   if (socket.destroyed || !socket.writable) return;
+  if (socket.writableCorked === 0) {
+    socket.cork();
+    process.nextTick(() => socket.uncork());
+  }
   socket.write(`${JSON.stringify(frame)}\n`);
 }
 

@@ -2,9 +2,10 @@
  * Section (2): the peer. BullMQ on Redis, no-op jobs added in bulk, workers in separate
  * processes with the same total concurrency as planrun's slots. Once on the shared Redis
  * (no persistence), once on a Redis of our own with `appendfsync always`, the closest it
- * comes to planrun's durability (each write fsynced before it is answered), and once
+ * comes to planrun's durability (each write fsynced before it is answered), once
  * (2s) with a sandboxed processor: each job in a child process of BullMQ's pool, the
- * isolation planrun gives every job.
+ * isolation planrun gives every job, and once (2sf) with both: the like-for-like peer
+ * of planrun's rows (3) and (4) (issue 16).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

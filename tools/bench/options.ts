@@ -88,6 +88,7 @@ export const sectionNames = [
   'bullmq-memory',
   'bullmq-fsync',
   'bullmq-sandboxed',
+  'bullmq-sandboxed-fsync',
   'planrun-embedded',
   'planrun-rabbitmq',
   'planrun-postgres-1',

@@ -25,6 +25,8 @@ async function run(request: SectionRequest): Promise<SectionResult> {
       return runBullmq(profile, env, 'fsync', cpuProfileDir);
     case 'bullmq-sandboxed':
       return runBullmq(profile, env, 'memory', cpuProfileDir, 'sandboxed');
+    case 'bullmq-sandboxed-fsync':
+      return runBullmq(profile, env, 'fsync', cpuProfileDir, 'sandboxed');
     case 'planrun-embedded':
       return runPlanrun(profile, env, 'embedded', cpuProfileDir);
     case 'planrun-rabbitmq':
