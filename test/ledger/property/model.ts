@@ -30,6 +30,8 @@ export const propertyConfig: LedgerConfig = {
   backoffMaxMs: 4_000,
   defaultMaxAttempts: 3,
   redispatchAfterMs: 15_000,
+  // Under the TTL, so that a grant nobody renews is abandoned (same attempt) before it could expire.
+  grantWindowMs: 4_000,
   // The suites below test the ledger's edges with the work message written at submit and requeue; dispatch.ts tests fair mode.
   dispatch: 'fifo',
 };
@@ -87,7 +89,10 @@ interface ModelJob {
   state: JobState;
   attempt: number;
   notBefore: number;
-  lease: { token: string; deadline: number; holder: string } | null;
+  /** abandonAt: when the sweep takes the grant back unless renewed or progressed first (null: taken up). */
+  lease: { token: string; deadline: number; holder: string; abandonAt: number | null } | null;
+  /** The attempt whose grant was last abandoned: the only attempt that may be granted a second time. */
+  abandonedAttempt: number;
   /** Token of the last granted attempt, kept after the job moves on. */
   lastToken: string | null;
   cancelRequested: boolean;
@@ -269,6 +274,7 @@ export class Simulation {
         ended: null,
         workDueAt: this.now,
         maxGrantedAttempt: 0,
+        abandonedAttempt: 0,
         settlesWon: new Map(),
         endings: 0,
         resultRows: 0,
@@ -330,7 +336,10 @@ export class Simulation {
     const j = this.byId.get(jobId)!;
     assert.ok(!this.tokens.has(token), 'every grant gets a fresh token');
     assert.equal(deadline, this.now + this.config.leaseTtlMs, 'grant deadline = now + leaseTtlMs');
-    assert.ok(attempt > j.maxGrantedAttempt, `attempt ${attempt} granted after attempt ${j.maxGrantedAttempt}`);
+    assert.ok(
+      attempt > j.maxGrantedAttempt || (attempt === j.maxGrantedAttempt && j.abandonedAttempt === attempt),
+      `attempt ${attempt} granted after attempt ${j.maxGrantedAttempt} (abandoned: ${j.abandonedAttempt})`,
+    );
     assert.ok(attempt <= j.maxAttempts, `attempt ${attempt} granted beyond maxAttempts ${j.maxAttempts}`);
     assert.equal(job.state, 'running');
     assert.equal(job.attempt, attempt);
@@ -339,11 +348,22 @@ export class Simulation {
     this.tokens.add(token);
     j.maxGrantedAttempt = attempt;
     j.state = 'running';
-    j.lease = { token, deadline, holder: worker };
+    j.lease = { token, deadline, holder: worker, abandonAt: this.abandonAt() };
     j.lastToken = token;
     const ref = { jobId, attempt, token };
     this.refs.push({ ref, worker });
     this.holds.get(worker)!.push(ref);
+  }
+
+  /** When a grant answered now is abandoned unless taken up. */
+  abandonAt(): number | null {
+    return this.config.grantWindowMs === null ? null : this.now + this.config.grantWindowMs;
+  }
+
+  /** A regrant answers again: a grant not yet taken up gets a new window. */
+  regranted(j: ModelJob, deadline: number): void {
+    j.lease!.deadline = deadline;
+    if (j.lease!.abandonAt !== null) j.lease!.abandonAt = this.abandonAt();
   }
 
   async grant(worker: string, msg: WorkMessage, future: boolean): Promise<boolean> {
@@ -357,7 +377,7 @@ export class Simulation {
       assert.ok(res.granted, `the holder's repeated grant of ${msg.jobId}@${attempt} returns its lease, got ${JSON.stringify(res)}`);
       assert.equal(res.token, j.lease!.token, 'a regrant returns the same token');
       assert.equal(res.deadline, this.now + this.config.leaseTtlMs, 'a regrant renews the deadline');
-      j.lease!.deadline = res.deadline;
+      this.regranted(j, res.deadline);
       return true;
     }
     if (expected.ok) {
@@ -406,7 +426,7 @@ export class Simulation {
       const j = this.byId.get(msg.jobId)!;
       const { r } = winners[0]!;
       assert.ok(r.granted && r.token === j.lease!.token, 'the holder gets its own token back');
-      j.lease!.deadline = r.deadline;
+      this.regranted(j, r.deadline);
       return;
     }
     if (!expected.ok) {
@@ -439,6 +459,7 @@ export class Simulation {
         assert.ok(r, `live lease ${key(ref)} should be renewed, got ${JSON.stringify(lost.get(key(ref)))}`);
         assert.equal(r.deadline, this.now + this.config.leaseTtlMs);
         j!.lease!.deadline = r.deadline;
+        j!.lease!.abandonAt = null;
       } else {
         const l = lost.get(key(ref));
         assert.ok(l, `lease ${key(ref)} should be lost (${e.reasons.join('|')}) but was renewed`);
@@ -476,6 +497,7 @@ export class Simulation {
     if (e.ok) {
       assert.deepEqual(res, { accepted: true }, `progress of live lease ${ref.jobId}@${ref.attempt}`);
       assert.equal((await this.ledger.getJob(ref.jobId))?.progress, fraction, 'accepted progress is stored');
+      this.byId.get(ref.jobId)!.lease!.abandonAt = null;
     } else {
       assert.equal(res.accepted, false, `progress of ${ref.jobId}@${ref.attempt} should be refused (${e.reasons.join('|')})`);
       assert.ok(!res.accepted && e.reasons.includes(res.reason), `progress refused as ${JSON.stringify(res)}`);
@@ -672,7 +694,10 @@ export class Simulation {
 
   async sweep(): Promise<void> {
     const now = this.now;
-    const expired = this.jobs.filter((j) => j.state === 'running' && j.lease !== null && j.lease.deadline <= now);
+    const abandoned = this.jobs.filter(
+      (j) => j.state === 'running' && j.lease !== null && j.lease.abandonAt !== null && j.lease.abandonAt <= now && !j.cancelRequested,
+    );
+    const expired = this.jobs.filter((j) => j.state === 'running' && j.lease !== null && j.lease.deadline <= now && !abandoned.includes(j));
     const expect = { requeued: [] as ModelJob[], exhausted: [] as ModelJob[], cancelled: [] as ModelJob[] };
     for (const j of expired) {
       if (j.cancelRequested) expect.cancelled.push(j);
@@ -684,6 +709,14 @@ export class Simulation {
       `sweep -> ${report.requeued.length} requeued, ${report.exhausted.length} exhausted, ${report.cancelled.length} cancelled, ${report.redispatched.length} redispatched ${JSON.stringify(report)}`,
     );
     const sorted = (xs: string[]) => [...xs].sort();
+    assert.deepEqual(sorted(report.abandoned.map((r) => `${r.jobId}@${r.attempt}`)), sorted(abandoned.map((j) => `${j.id}@${j.attempt}`)), 'sweep: abandoned');
+    for (const j of abandoned) {
+      // Back to queued at the same attempt, due as before; fifo: its work message again, due now.
+      j.state = 'queued';
+      j.lease = null;
+      j.abandonedAttempt = j.attempt;
+      j.workDueAt = now;
+    }
     assert.deepEqual(sorted(report.requeued.map((r) => r.jobId)), sorted(expect.requeued.map((j) => j.id)), 'sweep: requeued');
     assert.deepEqual(sorted(report.exhausted), sorted(expect.exhausted.map((j) => j.id)), 'sweep: exhausted');
     assert.deepEqual(sorted(report.cancelled), sorted(expect.cancelled.map((j) => j.id)), 'sweep: cancelled');
