@@ -36,6 +36,10 @@ export const propertyConfig: LedgerConfig = {
   dispatch: 'fifo',
 };
 
+/** Fair mode: one fleet member offers every type with this many slots, heard from within the window for the whole run. */
+export const FLEET_SLOTS = 3;
+export const FLEET_WINDOW_MS = 1_000_000_000_000;
+
 export const TENANTS = ['acme', 'globex'] as const;
 export const TYPES = ['transcode', 'render'] as const;
 export const WORKERS = ['w0', 'w1', 'w2'] as const;
@@ -101,6 +105,8 @@ interface ModelJob {
   ended: Job | null;
   /** When the latest work message for the current attempt became due (for redispatch). */
   workDueAt: number;
+  /** The attempt whose work message was written (fifo: at submit and requeue; fair: by a dispatch pass); 0: none. */
+  released: number;
   maxGrantedAttempt: number;
   settlesWon: Map<number, number>;
   endings: number;
@@ -167,7 +173,7 @@ export class Simulation {
           : verb === 'sweep'
             ? `sweep ${line
                 .split(' ')
-                .slice(2, 10)
+                .slice(2, 14)
                 .filter((w, i) => i % 2 === 1 || w !== '0')
                 .join(' ')}`
             : `${verb}${answer.replace(/[0-9]+/g, 'N')}`;
@@ -273,6 +279,7 @@ export class Simulation {
         failureReason: null,
         ended: null,
         workDueAt: this.now,
+        released: this.config.dispatch === 'fifo' ? 1 : 0,
         maxGrantedAttempt: 0,
         abandonedAttempt: 0,
         settlesWon: new Map(),
@@ -539,12 +546,14 @@ export class Simulation {
         j.attempt += 1;
         j.notBefore = this.now + backoffFor(this.config, attempt);
         j.workDueAt = j.notBefore;
+        if (this.config.dispatch === 'fifo') j.released = j.attempt;
         break;
       case 'release':
         j.state = 'queued';
         j.attempt += 1;
         j.notBefore = this.now;
         j.workDueAt = j.notBefore;
+        if (this.config.dispatch === 'fifo') j.released = j.attempt;
         break;
       default:
         assert.fail(`unknown transition ${transition}`);
@@ -704,9 +713,11 @@ export class Simulation {
       else if (j.attempt < j.maxAttempts) expect.requeued.push(j);
       else expect.exhausted.push(j);
     }
-    const report = await this.ledger.sweep();
+    // Fair: the orchestrator's pass is the dispatcher's, which sweeps first and then releases work.
+    const report =
+      this.config.dispatch === 'fair' ? await this.ledger.dispatch({ fleetWindowMs: FLEET_WINDOW_MS }) : { ...(await this.ledger.sweep()), released: [] };
     this.log(
-      `sweep -> ${report.requeued.length} requeued, ${report.exhausted.length} exhausted, ${report.cancelled.length} cancelled, ${report.redispatched.length} redispatched ${JSON.stringify(report)}`,
+      `sweep -> ${report.abandoned.length} abandoned, ${report.requeued.length} requeued, ${report.exhausted.length} exhausted, ${report.cancelled.length} cancelled, ${report.redispatched.length} redispatched, ${report.released.length} released ${JSON.stringify(report)}`,
     );
     const sorted = (xs: string[]) => [...xs].sort();
     assert.deepEqual(sorted(report.abandoned.map((r) => `${r.jobId}@${r.attempt}`)), sorted(abandoned.map((j) => `${j.id}@${j.attempt}`)), 'sweep: abandoned');
@@ -716,6 +727,7 @@ export class Simulation {
       j.lease = null;
       j.abandonedAttempt = j.attempt;
       j.workDueAt = now;
+      j.released = this.config.dispatch === 'fifo' ? j.attempt : 0;
     }
     assert.deepEqual(sorted(report.requeued.map((r) => r.jobId)), sorted(expect.requeued.map((j) => j.id)), 'sweep: requeued');
     assert.deepEqual(sorted(report.exhausted), sorted(expect.exhausted.map((j) => j.id)), 'sweep: exhausted');
@@ -734,6 +746,7 @@ export class Simulation {
       );
       j.notBefore = job.notBefore;
       j.workDueAt = job.notBefore;
+      if (this.config.dispatch === 'fifo') j.released = j.attempt;
     }
     for (const j of expect.exhausted) {
       j.state = 'failed';
@@ -754,7 +767,41 @@ export class Simulation {
       assert.equal(j.state, 'queued', `redispatched ${id}, which is ${j.state}`);
       assert.ok(j.notBefore <= now, `redispatched ${id} before its notBefore`);
       assert.ok(now - j.workDueAt >= this.config.redispatchAfterMs, `redispatched ${id} ${now - j.workDueAt} ms after its work message was due`);
+      assert.equal(j.released, j.attempt, `redispatched ${id}, whose attempt ${j.attempt} was never released`);
       j.workDueAt = now;
+    }
+    if (this.config.dispatch === 'fair') this.checkReleases(report.released, now);
+  }
+
+  /**
+   * Fair: a dispatch pass releases only queued, due jobs not released for their attempt, at
+   * most the free slots of their type (live leases and released, unleased work hold one
+   * each; slots a grant outside the dispatcher took are not the pass's doing), and leaves
+   * none of a type waiting while the type has a free slot: nothing limits these runs.
+   */
+  checkReleases(released: ReadonlyArray<{ jobId: string; attempt: number; type: string }>, now: number): void {
+    assert.equal(new Set(released.map((r) => r.jobId)).size, released.length, 'a job is released at most once per pass');
+    for (const r of released) {
+      const j = this.byId.get(r.jobId);
+      assert.ok(j, `released an unknown job ${r.jobId}`);
+      assert.equal(j.state, 'queued', `released ${r.jobId}, which is ${j.state}`);
+      assert.equal(r.attempt, j.attempt, `released ${r.jobId}@${r.attempt}, the job is at ${j.attempt}`);
+      assert.ok(j.notBefore <= now, `released ${r.jobId} before its notBefore`);
+      assert.notEqual(j.released, j.attempt, `released ${r.jobId}@${j.attempt} twice`);
+      j.released = j.attempt;
+      j.workDueAt = now;
+    }
+    for (const type of TYPES) {
+      const ofType = this.jobs.filter((j) => j.type === type);
+      const held = ofType.filter((j) => (j.state === 'running' && j.lease!.deadline > now) || (j.state === 'queued' && j.released === j.attempt)).length;
+      if (released.some((r) => r.type === type)) assert.ok(held <= FLEET_SLOTS, `type ${type}: ${held} held after a pass released work, ${FLEET_SLOTS} slots`);
+      const waiting = ofType.filter((j) => j.state === 'queued' && j.released !== j.attempt && j.notBefore <= now);
+      if (held < FLEET_SLOTS)
+        assert.deepEqual(
+          waiting.map((j) => j.id),
+          [],
+          `type ${type}: ${held} of ${FLEET_SLOTS} slots held, and due jobs left waiting`,
+        );
     }
   }
 
@@ -941,12 +988,16 @@ export class Simulation {
       this.step += 1;
       this.clock.advance(stride);
       this.log(`drain round ${round}: advance ${stride}`);
-      await this.sweep();
-      const delivered = await this.relay(false);
-      for (const msg of delivered) {
-        if (!(await this.grant('finisher', msg, false))) continue;
-        const ref = this.holds.get('finisher')!.at(-1)!;
-        await this.settle(ref, 'finished', 'finisher');
+      // Fair: a pass releases a round per free slot; finishing it frees the slots for the next, at the same moment.
+      for (let pass = 0; pass < 100; pass++) {
+        await this.sweep();
+        const delivered = await this.relay(false);
+        if (delivered.length === 0) break;
+        for (const msg of delivered) {
+          if (!(await this.grant('finisher', msg, false))) continue;
+          const ref = this.holds.get('finisher')!.at(-1)!;
+          await this.settle(ref, 'finished', 'finisher');
+        }
       }
       await this.checkInvariants();
     }
