@@ -212,6 +212,16 @@ export interface LedgerConfig {
   /** A queued, due job whose work message has gone unleased this long gets it again. */
   redispatchAfterMs: number;
   /**
+   * A grant its holder does not take up this long after it was granted (no renewal,
+   * progress or settle) is taken back by the sweep: edge `abandon`, back to queued at the
+   * same attempt (docs/state-machine.md). A worker renews a new lease at once, with the
+   * heartbeat every grant sends (src/worker/worker.ts), so the window only has to cover one
+   * control round trip and its timeout (the worker's controlTimeoutMs, 5 s), not the
+   * heartbeat interval (30 s). null: a grant is only ever taken back by its lease's expiry.
+   * A window at or beyond leaseTtlMs never fires before that expiry.
+   */
+  grantWindowMs: number | null;
+  /**
    * When a queued job's work message is written: `fair`, by the dispatcher (dispatch.ts),
    * when a worker of its type has a free slot and no limit holds it back, in fair shares
    * between tenants; `fifo`, at submit and at each requeue, so the broker's queue holds
@@ -228,6 +238,7 @@ export const defaultLedgerConfig: LedgerConfig = {
   backoffMaxMs: 300_000,
   defaultMaxAttempts: 3,
   redispatchAfterMs: 300_000,
+  grantWindowMs: 15_000,
   dispatch: 'fair',
 };
 
@@ -547,6 +558,8 @@ export interface DispatchState {
 export type { WaitingFor } from './shared/dispatch-rules.js';
 
 export interface SweepReport {
+  /** Grants never taken up (abandon), back to queued at the same attempt. */
+  abandoned: Array<{ jobId: string; attempt: number }>;
   /** Expired leases moved to the next attempt. */
   requeued: Array<{ jobId: string; attempt: number }>;
   /** Expired leases with no attempts left. */

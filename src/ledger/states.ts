@@ -32,6 +32,7 @@ export type FailureReason = (typeof FailureReason)[keyof typeof FailureReason];
 export const Transition = {
   submit: 'submit', // (none) -> queued@1
   grant: 'grant', // queued@n -> running@n
+  abandon: 'abandon', // running@n -> queued@n (a grant its holder never took up within grantWindowMs: same attempt, its token dead)
   finish: 'finish', // running@n -> finished
   failPermanent: 'fail_permanent', // running@n -> failed/permanent
   retry: 'retry', // running@n -> queued@n+1 (transient error, attempts left)

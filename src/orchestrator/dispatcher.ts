@@ -70,10 +70,11 @@ export class Dispatcher {
       aheadPerSlot: defaultAheadPerSlot,
       ...(redispatchTypes === undefined ? {} : { redispatchTypes }),
     });
-    const swept = report.requeued.length + report.exhausted.length + report.cancelled.length + report.redispatched.length;
+    const swept = report.abandoned.length + report.requeued.length + report.exhausted.length + report.cancelled.length + report.redispatched.length;
     if (swept > 0) {
       this.logger.info(
         {
+          abandoned: report.abandoned.length,
           requeued: report.requeued.length,
           exhausted: report.exhausted.length,
           cancelled: report.cancelled.length,

@@ -124,3 +124,33 @@ describe('type labels', () => {
     assert.equal(labels.of('render'), 'render', 'kept after its workers left');
   });
 });
+
+describe('orchestrator metrics: abandoned grants', () => {
+  const broker = new EmbeddedBroker();
+  let harness: Harness;
+  before(async () => {
+    // A short grant window, a long TTL: only the abandon edge can take the grant back here.
+    harness = await new Harness({ broker: broker.connect(), ledgerConfig: { grantWindowMs: 100, leaseTtlMs: 60_000 } }).start();
+  });
+  after(async () => {
+    await harness.close();
+    await broker.close();
+  });
+
+  it('count a grant nobody took up, taken back by the dispatcher at the same attempt', async () => {
+    const { job } = await harness.ledger.submit({ tenant: 'acme', type: 'probe', input: {} });
+    const granted = await harness.ledger.grantLease({ jobId: job.id, attempt: 1, worker: 'gone-before-the-answer' });
+    assert.equal(granted.granted, true);
+    const abandoned = async () => sample((await harness.orchestrator.metrics.render()).body, 'planrun_grants_abandoned_total', '{type="_other"}');
+    await waitFor('the grant counted as abandoned', async () => (await abandoned()) === 1);
+    const after = await harness.ledger.getJob(job.id);
+    assert.equal(after?.state, 'queued');
+    assert.equal(after?.attempt, 1, 'no attempt spent');
+    assert.deepEqual(await harness.ledger.getAttempts(job.id), []);
+    const renewal = await harness.ledger.renewLeases({
+      worker: 'gone-before-the-answer',
+      leases: [{ jobId: job.id, attempt: 1, token: granted.granted ? granted.token : '' }],
+    });
+    assert.deepEqual(renewal.lost, [{ jobId: job.id, attempt: 1, reason: 'superseded' }], 'its token is dead');
+  });
+});

@@ -26,6 +26,7 @@ export class OrchestratorMetrics {
   private readonly submitted: Counter<'type'>;
   private readonly settles: Counter<'type' | 'transition'>;
   private readonly leaseExpirations: Counter<'type'>;
+  private readonly grantsAbandoned: Counter<'type'>;
   private readonly retries: Counter<'type'>;
   private readonly exhausted: Counter<'type'>;
   private readonly setAside: Counter<'kind'>;
@@ -130,6 +131,12 @@ export class OrchestratorMetrics {
     this.leaseExpirations = new Counter({
       name: 'planrun_lease_expirations_total',
       help: 'Leases that ran out before their attempt settled',
+      labelNames: ['type'],
+      registers: [this.registry],
+    });
+    this.grantsAbandoned = new Counter({
+      name: 'planrun_grants_abandoned_total',
+      help: 'Grants nobody took up within the grant window, back to queued at the same attempt (edge abandon)',
       labelNames: ['type'],
       registers: [this.registry],
     });
@@ -299,6 +306,11 @@ export class OrchestratorMetrics {
     this.leaseExpirations.inc({ type });
     if (outcome === 'requeued') this.retries.inc({ type });
     if (outcome === 'exhausted') this.exhausted.inc({ type });
+  }
+
+  /** A grant nobody took up went back to queued at the same attempt (abandon). */
+  grantAbandoned(job: Job): void {
+    this.grantsAbandoned.inc({ type: this.types.of(job.type) });
   }
 
   async render(): Promise<{ contentType: string; body: string }> {

@@ -198,6 +198,10 @@ export class Orchestrator {
           this.events.emit({ jobId, kind: 'state' });
           void this.ledger.getJob(jobId).then((job) => job && this.metrics.leaseExpired(job, outcome));
         }
+        for (const { jobId } of report.abandoned) {
+          this.events.emit({ jobId, kind: 'state' });
+          void this.ledger.getJob(jobId).then((job) => job && this.metrics.grantAbandoned(job));
+        }
         // A released job's waitingFor changed.
         for (const { jobId } of report.released) this.events.emit({ jobId, kind: 'state' });
       },

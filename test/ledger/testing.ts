@@ -43,6 +43,8 @@ export const testConfig: LedgerConfig = {
   backoffMaxMs: 300_000,
   defaultMaxAttempts: 3,
   redispatchAfterMs: 300_000,
+  // The suites below grant and then move the clock without renewing; abandon.ts tests the grant window.
+  grantWindowMs: null,
   // The suites below test the ledger's edges with the work message written at submit and requeue; dispatch.ts tests fair mode.
   dispatch: 'fifo',
 };

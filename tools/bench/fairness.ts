@@ -8,7 +8,8 @@
  *   node .build/tools/bench/fairness.js [--dispatch fair|fifo] [--a-jobs 5000] [--b-jobs 50]
  *
  * As section (4): RabbitMQ, the SQLite ledger (synchronous=FULL), the orchestrator in this
- * process, 2 worker processes x 16 slots running the no-op job type. Prints one JSON line.
+ * process, 2 worker processes x 16 slots running the no-op job type. Prints one JSON line
+ * (a FairnessRun); fairness-runs.ts keeps the last measured ones for docs/benchmarks.md.
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -24,6 +25,7 @@ import { hrNow, load1, summarise, until } from './measure.js';
 import { noopJobType } from './noop-jobs.js';
 import { defaultEnvironment, fullProfile } from './options.js';
 import { Peers } from './peers.js';
+import type { FairnessRun } from './results.js';
 
 const { values } = parseArgs({
   options: { dispatch: { type: 'string', default: 'fair' }, 'a-jobs': { type: 'string', default: '5000' }, 'b-jobs': { type: 'string', default: '50' } },
@@ -84,18 +86,18 @@ try {
   await until('every result', () => received >= before + aJobs + bJobs, 600_000);
   const latency = summarise(b.map(({ job }) => startedAt.get(job.id)! - bSubmittedAt));
   const seconds = (lastAt - t0) / 1000;
-  console.log(
-    JSON.stringify({
-      dispatch,
-      aJobs,
-      bJobs,
-      slots: workers * slots,
-      bSubmitToStartMs: { p50: Math.round(latency.p50Ms), p99: Math.round(latency.p99Ms) },
-      jobsPerSecond: Math.round((aJobs + bJobs) / seconds),
-      seconds: Math.round(seconds * 100) / 100,
-      load: [loadAtStart, load1()],
-    }),
-  );
+  const run: FairnessRun = {
+    dispatch,
+    aJobs,
+    bJobs,
+    slots: workers * slots,
+    bSubmitToStartMs: { p50: Math.round(latency.p50Ms), p99: Math.round(latency.p99Ms) },
+    jobsPerSecond: Math.round((aJobs + bJobs) / seconds),
+    seconds: Math.round(seconds * 100) / 100,
+    load: [loadAtStart, load1()],
+  };
+  // One line, as tools/bench/fairness-runs.ts keeps the last measured runs.
+  console.log(JSON.stringify(run));
 } finally {
   await peers.stop();
   await orchestrator.stop();

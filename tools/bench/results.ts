@@ -116,3 +116,17 @@ export interface BenchRun {
   note?: string;
   sections: Partial<Record<string, SectionResult | { error: string }>>;
 }
+
+/** One run of tools/bench/fairness.ts (the JSON line it prints). */
+export interface FairnessRun {
+  dispatch: 'fair' | 'fifo';
+  aJobs: number;
+  bJobs: number;
+  slots: number;
+  /** From B's submitMany call to each of B's jobs starting in its job process. */
+  bSubmitToStartMs: { p50: number; p99: number };
+  /** The whole run's jobs (A's and B's) over its time. */
+  jobsPerSecond: number;
+  seconds?: number;
+  load?: [number, number];
+}

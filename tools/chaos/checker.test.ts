@@ -415,6 +415,40 @@ describe('chaos checker', () => {
     assert.deepEqual(violated(check(events)), []);
   });
 
+  it('takes an abandoned grant (never taken up) followed by a new lease of the same attempt as allowed, and reports one that had been taken up', () => {
+    const abandoned = (t: number) =>
+      at(t, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'lease',
+        req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker: 'wC' },
+        ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2-abandoned' },
+      });
+    const regranted = edit(
+      cleanHistory(),
+      (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+      (e) => [abandoned(2600), e],
+    );
+    const clean = check(regranted);
+    assert.deepEqual(violated(clean), []);
+    assert.ok(clean.notices.some((n) => /1 lease grant\(s\) were never taken up/.test(n)));
+
+    const renewed = at(2650, 'orchestrator', 2, {
+      kind: 'control',
+      op: 'heartbeat',
+      req: { op: 'heartbeat', worker: 'wC', slots: 1, leases: [{ jobId: 'j1', attempt: 2, token: 't2-abandoned', tenant: 'acme' }] },
+      ans: { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 2 }], lost: [] },
+    });
+    const report = check(
+      edit(
+        regranted,
+        (e) => e.t === 2600,
+        (e) => [e, renewed],
+      ),
+    );
+    assert.ok(violated(report).includes('one-lease-per-attempt'));
+    assert.match(invariant(report, 'one-lease-per-attempt').violations[0]!.message, /lease 1 had been taken up \(heartbeat accepted\): two live tokens/);
+  });
+
   it('reports the same attempt leased twice', () => {
     const events = edit(
       cleanHistory(),

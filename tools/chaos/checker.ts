@@ -393,17 +393,20 @@ class Context {
   notices(): string[] {
     const notes: string[] = [];
     // Grants nobody took up: the worker had given up on its request (timed out, message
-    // given back) by the time the answer came. Not unsafe (the lease expires unrenewed),
-    // but an attempt wasted.
+    // given back) by the time the answer came. Not unsafe: the sweep takes them back at the
+    // same attempt (abandon) once the grant window passes, or, without one, the lease
+    // expires unrenewed and costs an attempt.
     let orphans = 0;
-    for (const control of this.controls) {
-      if (control.op !== 'lease' || control.ans.granted !== true) continue;
-      const jobId = control.req.jobId as string;
-      const attempt = control.req.attempt as number;
+    let expired = 0;
+    for (const [k, list] of attemptLeases(this)) {
+      const [jobId, attempt] = [k.split('@')[0]!, Number(k.split('@')[1])];
       const taken = this.workerEvents(jobId).some((e) => e.ev.type === 'lease_granted' && e.ev.attempt === attempt);
-      if (!taken && this.ledger.get(jobId)?.attempts.find((a) => a.attempt === attempt)?.outcome === 'expired') orphans++;
+      orphans += list.length - 1;
+      if (!taken && this.ledger.get(jobId)?.attempts.find((a) => a.attempt === attempt)?.outcome === 'expired') expired++;
     }
-    if (orphans > 0) notes.push(`${orphans} lease grant(s) reached no worker (the request had timed out on the worker's side); each cost an attempt`);
+    if (orphans > 0) notes.push(`${orphans} lease grant(s) were never taken up and went back to the queue at the same attempt (abandon)`);
+    if (expired > 0)
+      notes.push(`${expired} lease grant(s) reached no worker (the request had timed out on the worker's side) and expired; each cost an attempt`);
     const unacked = this.history.filter((e) => e.kind === 'submit' && !e.acked).length;
     if (unacked > 0) notes.push(`${unacked} submission tries were not acknowledged (broker or orchestrator down) and were sent again`);
     return notes;
@@ -557,38 +560,102 @@ function oneSettle(ctx: Context): InvariantResult {
   return result('one-settle', 'G2', title, ctx.ledger.size, violations);
 }
 
-function oneLeasePerAttempt(ctx: Context): InvariantResult {
-  const violations: Violation[] = [];
-  // A holder asking again for its own live lease gets it back (same token, renewed): that
-  // is one lease. Two tokens, or two workers, for one attempt is two.
-  const grants = new Map<string, HistoryEventOf<'control'>[]>();
+/** One lease (token) granted for an attempt, as the control history shows it. */
+interface AttemptLease {
+  worker: string;
+  token: string;
+  grants: HistoryEventOf<'control'>[];
+  /** The first accepted control request naming its token (renewal, progress, live fence, settle, release), if any. */
+  takenUpBy: HistoryEventOf<'control'> | undefined;
+}
+
+/**
+ * The leases granted per attempt (`job@n`), in the order first granted. A holder asking
+ * again for its own live lease gets it back (same token, renewed): that is one lease. An
+ * attempt has a second lease only after its first was abandoned (edge abandon,
+ * docs/state-machine.md): never taken up, it went back to queued at the same attempt.
+ */
+function attemptLeases(ctx: Context): Map<string, AttemptLease[]> {
+  const byAttempt = new Map<string, AttemptLease[]>();
+  const byToken = new Map<string, AttemptLease>();
+  const takenUp = (token: unknown, c: HistoryEventOf<'control'>) => {
+    const lease = typeof token === 'string' ? byToken.get(token) : undefined;
+    if (lease && !lease.takenUpBy) lease.takenUpBy = c;
+  };
   for (const c of ctx.controls) {
     if (c.op === 'lease' && c.ans.granted === true) {
-      const k = `${String(c.req.jobId)}@${String(c.req.attempt)}`;
-      append(grants, k, c);
+      const token = String(c.ans.token);
+      let lease = byToken.get(token);
+      if (!lease) {
+        lease = { worker: String(c.req.worker), token, grants: [], takenUpBy: undefined };
+        byToken.set(token, lease);
+        append(byAttempt, `${String(c.req.jobId)}@${String(c.req.attempt)}`, lease);
+      }
+      lease.grants.push(c);
+    } else if (c.op === 'heartbeat' && Array.isArray(c.ans.renewed) && Array.isArray(c.req.leases)) {
+      const renewed = new Set((c.ans.renewed as Array<{ jobId: string; attempt: number }>).map((r) => `${r.jobId}@${r.attempt}`));
+      for (const l of c.req.leases as Array<{ jobId: string; attempt: number; token: string }>) if (renewed.has(`${l.jobId}@${l.attempt}`)) takenUp(l.token, c);
+    } else if (c.ans.accepted === true || c.ans.live === true) {
+      takenUp(c.req.token, c);
     }
   }
-  for (const [k, list] of grants) {
-    const leases = new Set(list.map((g) => `${String(g.req.worker)} ${String(g.ans.token)}`));
-    if (leases.size > 1) {
-      const jobId = k.split('@')[0]!;
+  return byAttempt;
+}
+
+/** The leases of an attempt that were abandoned: all but the last one granted. */
+function abandonedLeases(leases: Map<string, AttemptLease[]>): Set<string> {
+  const tokens = new Set<string>();
+  for (const list of leases.values()) for (const lease of list.slice(0, -1)) tokens.add(lease.token);
+  return tokens;
+}
+
+function oneLeasePerAttempt(ctx: Context): InvariantResult {
+  const violations: Violation[] = [];
+  // Two leases for one attempt are one abandoned grant and the next: the earlier one must
+  // never have been taken up (a token is never live beside another of its attempt), and
+  // nothing from it accepted after the next was granted.
+  const leases = attemptLeases(ctx);
+  for (const [k, list] of leases) {
+    const jobId = k.split('@')[0]!;
+    for (const lease of list) {
+      const workers = new Set(lease.grants.map((g) => String(g.req.worker)));
+      if (workers.size > 1) {
+        violations.push({
+          jobId,
+          message: `attempt ${k}: token ${lease.token} was granted to ${workers.size} workers (${[...workers].join(', ')})`,
+          focus: [...lease.grants, ...ctx.ledgerEvent(jobId)],
+          events: ctx.eventsOf(jobId),
+        });
+      }
+    }
+    for (const [i, lease] of list.slice(0, -1).entries()) {
+      if (!lease.takenUpBy) continue;
       violations.push({
         jobId,
-        message: `attempt ${k} was leased ${leases.size} times: ${[...leases].join('; ')}`,
-        focus: [...list, ...ctx.ledgerEvent(jobId)],
+        message: `attempt ${k} was leased ${list.length} times (${list.map((l) => `${l.worker} ${l.token}`).join('; ')}), but lease ${i + 1} had been taken up (${lease.takenUpBy.op} accepted): two live tokens for one attempt`,
+        focus: [...list.flatMap((l) => l.grants), lease.takenUpBy, ...ctx.ledgerEvent(jobId)],
         events: ctx.eventsOf(jobId),
       });
     }
   }
+  // Each lease runs at most once: a run of an abandoned grant (its answer came late, its
+  // renewal was lost) is followed by the run of the next lease of the same attempt.
   const runs = new Map<string, number>();
   for (const e of ctx.history) if (e.kind === 'run_start') runs.set(`${e.jobId}@${e.attempt}`, (runs.get(`${e.jobId}@${e.attempt}`) ?? 0) + 1);
   for (const [k, n] of runs) {
-    if (n > 1) {
+    const granted = Math.max(1, leases.get(k)?.length ?? 0);
+    if (n > granted) {
       const jobId = k.split('@')[0]!;
-      violations.push({ jobId, message: `attempt ${k} ran ${n} times`, events: ctx.eventsOf(jobId) });
+      violations.push({ jobId, message: `attempt ${k} ran ${n} times on ${granted} lease(s)`, events: ctx.eventsOf(jobId) });
     }
   }
-  return result('one-lease-per-attempt', 'G2', 'each attempt is leased once and runs once', grants.size + runs.size, violations);
+  return result(
+    'one-lease-per-attempt',
+    'G2',
+    'each attempt is leased once (again only after an abandoned grant, never taken up) and each lease runs once',
+    leases.size + runs.size,
+    violations,
+  );
 }
 
 function oneResult(ctx: Context): InvariantResult {
@@ -739,6 +806,7 @@ function noStaleAccepted(ctx: Context): InvariantResult {
   let current: HistoryEvent | undefined;
   const flag = (jobId: string, message: string) =>
     violations.push({ jobId, message, focus: [current!, ...ctx.ledgerEvent(jobId)], events: ctx.eventsOf(jobId) });
+  const abandoned = abandonedLeases(attemptLeases(ctx));
   for (const c of ctx.controls) {
     current = c;
     const accepted = (items: Array<{ jobId: string; attempt: number }>, what: string) => {
@@ -769,7 +837,8 @@ function noStaleAccepted(ctx: Context): InvariantResult {
         if (c.ans.accepted === true) accepted([{ jobId, attempt }], 'progress');
         break;
       case 'lease':
-        if (c.ans.granted === true) {
+        // An abandoned grant's attempt was granted again: the ledger's record is the later lease's.
+        if (c.ans.granted === true && !abandoned.has(String(c.ans.token))) {
           checked++;
           const record = attemptOf(ctx, jobId, attempt);
           if (!record) flag(jobId, `lease of ${jobId}@${attempt} granted, but the ledger has no attempt ${attempt}`);

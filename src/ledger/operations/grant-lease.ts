@@ -7,7 +7,8 @@
  * n (the same worker with the same holderProof) returns that same lease, renewed (a second
  * guarded UPDATE, keyed to the holder, its proof and a live, uncancelled lease): its earlier
  * answer was lost, e.g. it arrived after the worker's request had timed out, and the job
- * must not wait a TTL for nobody. Anyone else, the same worker name included, is refused:
+ * must not wait a TTL for nobody. A grant its holder never takes up (no renewal, progress or
+ * settle within grantWindowMs) is taken back by the sweep (edge abandon). Anyone else, the same worker name included, is refused:
  * the token goes only to its holder.
  *
  * Params: jobId, attempt n (from the work message), worker, holderProof (optional)
@@ -35,18 +36,20 @@ export function* grantLease(params: GrantLeaseParams, env: OperationEnv): Plan<G
   const { now } = env;
   const deadline = now + env.config.leaseTtlMs;
   const proof = params.holderProof ?? null;
+  // Taken back (sweep.ts, edge abandon) unless its holder renews, reports progress or settles by then.
+  const abandonAt = env.config.grantWindowMs === null ? null : now + env.config.grantWindowMs;
   // A refusal is read after the UPDATE failed. Where writers run side by side (PostgreSQL,
   // READ COMMITTED) the job may have reached queued@n in between (a settle committed), so
   // the guard may hold now and the UPDATE is tried again; with one writer (SQLite) the
   // first read always names the reason.
   for (let tries = 0; tries < TRIES; tries++) {
     const token = randomUUID();
-    const granted = yield* run('grantLease', { jobId, attempt, worker, proof, token, deadline, now });
+    const granted = yield* run('grantLease', { jobId, attempt, worker, proof, token, deadline, now, abandonAt });
     if (granted) {
       yield* run('insertAttempt', { jobId, attempt, worker, now });
       return { granted: true, job: granted, token, deadline };
     }
-    const renewed = proof === null ? undefined : yield* run('regrantLease', { jobId, attempt, worker, proof, deadline, now });
+    const renewed = proof === null ? undefined : yield* run('regrantLease', { jobId, attempt, worker, proof, deadline, now, abandonAt });
     if (renewed) return { granted: true, job: renewed, token: renewed.leaseToken!, deadline };
     const job = yield* run('selectJob', { jobId });
     const reason = grantRefusal(job, attempt, now);

@@ -102,27 +102,47 @@ export interface LedgerStatements {
   /**
    * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and
    * due (not_before <= now), it becomes running with the lease (token, worker as holder,
-   * proof, deadline), no redispatch time, started_at kept or set to now. Answers the row after.
+   * proof, deadline), no redispatch time, started_at kept or set to now, and
+   * grant_abandoned_at := abandonAt (null: never taken back). Answers the row after.
    */
-  grantLease(params: { jobId: string; attempt: number; worker: string; proof: string | null; token: string; deadline: number; now: number }): Job | undefined;
+  grantLease(params: {
+    jobId: string;
+    attempt: number;
+    worker: string;
+    proof: string | null;
+    token: string;
+    deadline: number;
+    now: number;
+    abandonAt: number | null;
+  }): Job | undefined;
 
   /**
    * Guarded: lease_deadline := deadline where the job is running at `attempt`, held by
    * `worker` with the same (non-null) `proof`, its lease live at `now` and no cancel
-   * requested. Answers the row after (its token is the live lease's).
+   * requested; a grant still not taken up gets grant_abandoned_at := abandonAt (the answer to
+   * this request may be lost too). Answers the row after (its token is the live lease's).
    */
-  regrantLease(params: { jobId: string; attempt: number; worker: string; proof: string; deadline: number; now: number }): Job | undefined;
+  regrantLease(params: {
+    jobId: string;
+    attempt: number;
+    worker: string;
+    proof: string;
+    deadline: number;
+    now: number;
+    abandonAt: number | null;
+  }): Job | undefined;
 
   /** The history row of attempt `attempt`, started by `worker` at `now`. */
   insertAttempt(params: { jobId: string; attempt: number; worker: string; now: number }): void;
 
   /**
    * Guarded: lease_deadline := deadline where the job is running at `attempt` with
-   * `token`, its lease is live at `now` (deadline > now) and no cancel was requested.
+   * `token`, its lease is live at `now` (deadline > now) and no cancel was requested; the
+   * grant is taken up (grant_abandoned_at := null).
    */
   extendLease(params: LeaseKey & { deadline: number; now: number }): boolean;
 
-  /** Guarded as extendLease: progress := fraction, progress_message := message. */
+  /** Guarded as extendLease: progress := fraction, progress_message := message, and the grant is taken up as by extendLease. */
   updateProgress(params: LeaseKey & { fraction: number; message: string | null; now: number }): boolean;
 
   // The exits from running@n (settle, release, sweep). They answer whether the guard held,
@@ -284,6 +304,23 @@ export interface LedgerStatements {
 
   /** closeAttempt for every job of `jobIds` at `attempt`, outcome expired, with the error (JSON text). */
   closeExpiredAttempts(params: { jobIds: readonly string[]; attempt: number; now: number; error: string }): void;
+
+  /**
+   * Up to `limit` running jobs whose grant was never taken up (grant_abandoned_at <= now)
+   * and no cancel requested, earliest first; locked and skipping as selectExpiredLeases.
+   */
+  selectAbandonedGrants(params: { now: number; limit: number }): AbandonedGrant[];
+
+  /**
+   * Guarded, the abandon edge for every job of `jobIds` at once: running, its grant not
+   * taken up by `now` and no cancel requested -> queued at the same attempt, lease cleared,
+   * redispatch_at := redispatchAt and dispatched_attempt := null (waiting for the
+   * dispatcher). Answers how many changed.
+   */
+  abandonGrants(params: { jobIds: readonly string[]; now: number; redispatchAt: number }): number;
+
+  /** Deletes the open history row (ended_at null) of every job of `jobIds`: its attempt number is granted again. */
+  deleteOpenAttempts(params: { jobIds: readonly string[] }): void;
 
   /**
    * Up to `limit` queued jobs whose redispatch time has come (redispatch_at <= now),
@@ -468,6 +505,9 @@ export type OutboxRowRef = { kind: 'work'; jobId: string; body: WorkMessage } | 
 
 /** What the sweep reads of a running job whose lease ran out: enough to choose its edge and requeue it. */
 export type ExpiredLease = Pick<Job, 'id' | 'attempt' | 'maxAttempts' | 'cancelRequested' | 'tenant' | 'type'>;
+
+/** What the sweep reads of a running job whose grant was never taken up. */
+export type AbandonedGrant = Pick<Job, 'id' | 'attempt' | 'tenant' | 'type'>;
 
 /** What the sweep reads of a queued job due for its work message again; dispatchedAttempt: the attempt its work was released for, if any. */
 export type DueRedispatch = Pick<Job, 'id' | 'attempt' | 'tenant' | 'type' | 'notBefore'> & { dispatchedAttempt: number | null };

@@ -6,6 +6,10 @@
  * a settle holds is left to that settle (or to the next pass). Each exit is still a
  * guarded UPDATE (end-attempt.ts).
  *
+ *   running@n, grant not taken up within grantWindowMs, no cancel requested
+ *                                              -> queued@n, same attempt, lease cleared (abandon):
+ *                                                 its open attempt row is deleted (the number is
+ *                                                 granted again) and its work released again
  *   running@n, lease expired, cancel requested -> failed/cancelled   (cancel_running)
  *   running@n, lease expired, attempts left    -> queued@n+1 after backoff (expire)
  *   running@n, lease expired, none left        -> failed/exhausted   (exhaust)
@@ -25,13 +29,14 @@ import { expiryTransition, redispatchableTypes } from '../shared/lease-rules.js'
 import { cancelledError, leaseExpiredError } from '../shared/recorded-errors.js';
 import { fail, requeueExpired } from './end-attempt.js';
 import { enqueueWork } from './outbox.js';
+import { workMessage } from '../shared/outbox-messages.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 import type { ExpiredLease } from './statements.js';
 
 export function* sweep(params: SweepParams = {}, env: OperationEnv): Plan<SweepReport> {
   const limit = params.limit ?? defaultSweepLimit;
   const { now } = env;
-  const report: SweepReport = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
+  const report: SweepReport = { abandoned: yield* abandonGrants(limit, env), requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 
   const toRequeue: ExpiredLease[] = [];
   for (const lease of yield* run('selectExpiredLeases', { now, limit })) {
@@ -63,4 +68,29 @@ export function* sweep(params: SweepParams = {}, env: OperationEnv): Plan<SweepR
     yield* run('postponeRedispatch', { jobId: job.id, attempt: job.attempt, redispatchAt });
   }
   return report;
+}
+
+/**
+ * abandon: the grants nobody took up go back to queued at the same attempt. The old token
+ * dies with the lease (anything later from it is refused as superseded); the attempt's open
+ * history row is deleted, so the number is granted again and no attempt is spent. The work
+ * goes out again: in fair mode the dispatcher releases it (dispatched_attempt is cleared),
+ * in fifo mode its work message is written here.
+ */
+function* abandonGrants(limit: number, { now, config }: OperationEnv): Plan<Array<{ jobId: string; attempt: number }>> {
+  if (config.grantWindowMs === null) return [];
+  const grants = yield* run('selectAbandonedGrants', { now, limit });
+  if (grants.length === 0) return [];
+  const jobIds = grants.map((grant) => grant.id);
+  const redispatchAt = now + config.redispatchAfterMs;
+  const changed = yield* run('abandonGrants', { jobIds, now, redispatchAt });
+  // The rows were read in this transaction with the same guard: anything else is a bug, and rolls the sweep back.
+  if (changed !== grants.length) throw new Error(`planrun ledger: sweep took back ${changed} of ${grants.length} abandoned grants`);
+  yield* run('deleteOpenAttempts', { jobIds });
+  if (config.dispatch === 'fifo') {
+    const messages = grants.map((grant) => ({ jobId: grant.id, body: JSON.stringify(workMessage(grant)) }));
+    yield* run('insertWorkMessages', { messages, now, availableAt: now });
+    yield* run('markDispatched', { jobs: grants.map((grant) => ({ jobId: grant.id, attempt: grant.attempt })), redispatchAt });
+  }
+  return grants.map((grant) => ({ jobId: grant.id, attempt: grant.attempt }));
 }

@@ -27,6 +27,7 @@ import type {
   DecidedUploadGrant,
   DueRedispatch,
   ExpiredLease,
+  AbandonedGrant,
   LeaseExpectation,
   LedgerStatements,
   LogChunk,
@@ -69,10 +70,11 @@ const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempote
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
-    lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6
+    lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6, grant_abandoned_at = $8
   WHERE id = $1 AND state = 'queued' AND attempt = $2 AND not_before <= $6
   RETURNING *`;
-const regrantLease = `UPDATE jobs SET lease_deadline = $4, updated_at = $5
+const regrantLease = `UPDATE jobs SET lease_deadline = $4, updated_at = $5,
+    grant_abandoned_at = CASE WHEN grant_abandoned_at IS NULL THEN NULL ELSE $7::bigint END
   WHERE id = $1 AND state = 'running' AND attempt = $2 AND lease_holder = $3
     AND lease_proof = $6 AND lease_deadline > $5 AND NOT cancel_requested
   RETURNING *`;
@@ -82,8 +84,8 @@ const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at
 const liveLease = `id = $1 AND state = 'running' AND attempt = $2 AND lease_token = $3
     AND lease_deadline > $4 AND NOT cancel_requested`;
 
-const extendLease = `UPDATE jobs SET lease_deadline = $5, updated_at = $4 WHERE ${liveLease}`;
-const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, updated_at = $4 WHERE ${liveLease}`;
+const extendLease = `UPDATE jobs SET lease_deadline = $5, grant_abandoned_at = NULL, updated_at = $4 WHERE ${liveLease}`;
+const updateProgress = `UPDATE jobs SET progress = $5, progress_message = $6, grant_abandoned_at = NULL, updated_at = $4 WHERE ${liveLease}`;
 
 // AttemptGuard, the exits from running@n: $1 job, $2 attempt, $3 token, $4 now, $5 cancel_requested
 // as decided on; one statement per expectation, so that each has a plain plan.
@@ -170,6 +172,13 @@ const closeExpiredAttempts = `UPDATE attempts SET ended_at = $3, outcome = 'expi
 const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before, dispatched_attempt FROM jobs
   WHERE state = 'queued' AND redispatch_at <= $1
   ORDER BY redispatch_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const selectAbandonedGrants = `SELECT id, attempt, tenant, type FROM jobs
+  WHERE state = 'running' AND grant_abandoned_at IS NOT NULL AND grant_abandoned_at <= $1 AND NOT cancel_requested
+  ORDER BY grant_abandoned_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const abandonGrants = `UPDATE jobs SET state = 'queued', redispatch_at = $3, dispatched_attempt = NULL,
+    lease_token = NULL, lease_holder = NULL, lease_proof = NULL, lease_deadline = NULL, grant_abandoned_at = NULL, updated_at = $2
+  WHERE id = ANY($1::text[]) AND state = 'running' AND grant_abandoned_at <= $2 AND NOT cancel_requested`;
+const deleteOpenAttempts = 'DELETE FROM attempts WHERE job_id = ANY($1::text[]) AND ended_at IS NULL';
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = $1 AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = $1 WHERE id = $2 AND state = 'queued' AND attempt = $3`;
 
@@ -298,11 +307,11 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   grantLease(p: Params<'grantLease'>): Promise<Job | undefined> {
-    return this.job(grantLease, [p.jobId, p.attempt, p.worker, p.token, p.deadline, p.now, p.proof]);
+    return this.job(grantLease, [p.jobId, p.attempt, p.worker, p.token, p.deadline, p.now, p.proof, p.abandonAt]);
   }
 
   regrantLease(p: Params<'regrantLease'>): Promise<Job | undefined> {
-    return this.job(regrantLease, [p.jobId, p.attempt, p.worker, p.deadline, p.now, p.proof]);
+    return this.job(regrantLease, [p.jobId, p.attempt, p.worker, p.deadline, p.now, p.proof, p.abandonAt]);
   }
 
   async insertAttempt(p: Params<'insertAttempt'>): Promise<void> {
@@ -530,6 +539,18 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async closeExpiredAttempts(p: Params<'closeExpiredAttempts'>): Promise<void> {
     await this.ctx.run(closeExpiredAttempts, [p.jobIds, p.attempt, p.now, p.error]);
+  }
+
+  selectAbandonedGrants({ now, limit }: Params<'selectAbandonedGrants'>): Promise<AbandonedGrant[]> {
+    return this.ctx.rows<AbandonedGrant>(selectAbandonedGrants, [now, limit]);
+  }
+
+  abandonGrants({ jobIds, now, redispatchAt }: Params<'abandonGrants'>): Promise<number> {
+    return this.ctx.run(abandonGrants, [jobIds, now, redispatchAt]);
+  }
+
+  async deleteOpenAttempts({ jobIds }: Params<'deleteOpenAttempts'>): Promise<void> {
+    await this.ctx.run(deleteOpenAttempts, [jobIds]);
   }
 
   async selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): Promise<DueRedispatch[]> {

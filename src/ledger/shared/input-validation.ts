@@ -184,6 +184,10 @@ export function validateConfig(config: LedgerConfig): LedgerConfig {
   if (config.dispatch !== 'fair' && config.dispatch !== 'fifo') throw invalid(`ledger config dispatch must be fair or fifo, got ${String(config.dispatch)}`);
   for (const [name, value] of Object.entries(config)) {
     if (name === 'dispatch') continue;
+    if (name === 'grantWindowMs' && value === null) continue;
+    if (name === 'grantWindowMs' && !(Number.isInteger(value) && value >= 1)) {
+      throw invalid(`ledger config grantWindowMs must be a whole number of milliseconds >= 1, or null, got ${value}`);
+    }
     if (!Number.isInteger(value) || value < (name === 'defaultMaxAttempts' ? 1 : 0)) {
       throw invalid(`ledger config ${name} must be a non-negative integer, got ${value}`);
     }

@@ -327,4 +327,16 @@ export const migrations: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 13,
+    name: 'abandoned grants',
+    sql: `
+      -- A grant its worker never took up (the answer came after the worker stopped waiting)
+      -- is taken back at grant_abandoned_at unless its holder renews, reports progress or
+      -- settles first (which clears it): the job goes back to queued at the same attempt
+      -- (edge abandon, docs/state-machine.md) instead of holding a slot for a whole TTL.
+      ALTER TABLE jobs ADD COLUMN grant_abandoned_at INTEGER;
+      CREATE INDEX jobs_grant_unconfirmed ON jobs (grant_abandoned_at) WHERE state = 'running' AND grant_abandoned_at IS NOT NULL;
+    `,
+  },
 ];

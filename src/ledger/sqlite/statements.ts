@@ -27,6 +27,7 @@ import type {
   DecidedUploadGrant,
   DueRedispatch,
   ExpiredLease,
+  AbandonedGrant,
   LedgerStatements,
   LogChunk,
   LogSection,
@@ -51,10 +52,12 @@ const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempote
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`;
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = @token, lease_holder = @worker, lease_proof = @proof,
-    lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now
+    lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now,
+    grant_abandoned_at = @abandonAt
   WHERE id = @jobId AND state = 'queued' AND attempt = @attempt AND not_before <= @now
   RETURNING *`;
-const regrantLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now
+const regrantLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now,
+    grant_abandoned_at = CASE WHEN grant_abandoned_at IS NULL THEN NULL ELSE @abandonAt END
   WHERE id = @jobId AND state = 'running' AND attempt = @attempt AND lease_holder = @worker
     AND lease_proof = @proof AND lease_deadline > @now AND cancel_requested = 0
   RETURNING *`;
@@ -64,8 +67,9 @@ const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at
 const liveLease = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
     AND lease_deadline > @now AND cancel_requested = 0`;
 
-const extendLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now WHERE ${liveLease}`;
-const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, updated_at = @now WHERE ${liveLease}`;
+const extendLease = `UPDATE jobs SET lease_deadline = @deadline, grant_abandoned_at = NULL, updated_at = @now WHERE ${liveLease}`;
+const updateProgress = `UPDATE jobs SET progress = @fraction, progress_message = @message, grant_abandoned_at = NULL, updated_at = @now
+  WHERE ${liveLease}`;
 
 // AttemptGuard: the exits from running@n.
 const attemptGuard = `id = @jobId AND state = 'running' AND attempt = @attempt AND lease_token = @token
@@ -149,6 +153,13 @@ const closeExpiredAttempts = `UPDATE attempts SET ended_at = @now, outcome = 'ex
   WHERE job_id IN (SELECT value FROM json_each(@ids)) AND attempt = @attempt AND ended_at IS NULL`;
 const selectDueRedispatches = `SELECT id, attempt, tenant, type, not_before, dispatched_attempt FROM jobs
   WHERE state = 'queued' AND redispatch_at <= ? ORDER BY redispatch_at LIMIT ?`;
+const selectAbandonedGrants = `SELECT id, attempt, tenant, type FROM jobs
+  WHERE state = 'running' AND grant_abandoned_at IS NOT NULL AND grant_abandoned_at <= ? AND cancel_requested = 0
+  ORDER BY grant_abandoned_at LIMIT ?`;
+const abandonGrants = `UPDATE jobs SET state = 'queued', redispatch_at = @redispatchAt, dispatched_attempt = NULL,
+    lease_token = NULL, lease_holder = NULL, lease_proof = NULL, lease_deadline = NULL, grant_abandoned_at = NULL, updated_at = @now
+  WHERE id IN (SELECT value FROM json_each(@ids)) AND state = 'running' AND grant_abandoned_at <= @now AND cancel_requested = 0`;
+const deleteOpenAttempts = 'DELETE FROM attempts WHERE job_id IN (SELECT value FROM json_each(?)) AND ended_at IS NULL';
 const hasUnsentWork = `SELECT 1 FROM outbox WHERE job_id = ? AND kind = 'work' AND sent_at IS NULL LIMIT 1`;
 const postponeRedispatch = `UPDATE jobs SET redispatch_at = ? WHERE id = ? AND state = 'queued' AND attempt = ?`;
 
@@ -514,6 +525,18 @@ export class SqliteStatements implements LedgerStatements {
 
   closeExpiredAttempts(p: Params<'closeExpiredAttempts'>): void {
     this.ctx.sql(closeExpiredAttempts).run({ ids: JSON.stringify(p.jobIds), attempt: p.attempt, now: p.now, error: p.error });
+  }
+
+  selectAbandonedGrants({ now, limit }: Params<'selectAbandonedGrants'>): AbandonedGrant[] {
+    return this.ctx.sql(selectAbandonedGrants).all(now, limit) as AbandonedGrant[];
+  }
+
+  abandonGrants({ jobIds, now, redispatchAt }: Params<'abandonGrants'>): number {
+    return this.ctx.sql(abandonGrants).run({ ids: JSON.stringify(jobIds), now, redispatchAt }).changes;
+  }
+
+  deleteOpenAttempts({ jobIds }: Params<'deleteOpenAttempts'>): void {
+    this.ctx.sql(deleteOpenAttempts).run(JSON.stringify(jobIds));
   }
 
   selectDueRedispatches({ now, limit }: Params<'selectDueRedispatches'>): DueRedispatch[] {

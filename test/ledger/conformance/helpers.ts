@@ -28,7 +28,7 @@ export async function listAll(ledger: Ledger, params: ListJobsParams): Promise<J
 
 export const ids = (jobs: readonly Job[]): string[] => jobs.map((j) => j.id).sort();
 
-export const emptySweep = { requeued: [], exhausted: [], cancelled: [], redispatched: [] };
+export const emptySweep = { abandoned: [], requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 
 /** Grants attempt 1, fails it transiently, waits out the backoff and grants attempt 2. */
 export async function reachAttempt2(h: LedgerHarness, overrides: Partial<SubmitParams> = {}): Promise<{ first: Granted; second: Granted }> {

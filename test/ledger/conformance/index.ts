@@ -15,6 +15,7 @@ import { describe } from 'node:test';
 
 import type { LedgerConfig } from '../../../src/ledger/ledger.js';
 import { testConfig, withLedger, type LedgerFactory, type LedgerHarness } from '../testing.js';
+import { abandonConformance } from './abandon.js';
 import { apiKeysConformance } from './api-keys.js';
 import { cancelConformance } from './cancel.js';
 import { dispatchConformance } from './dispatch.js';
@@ -51,6 +52,7 @@ export function ledgerConformance(name: string, factory: LedgerFactory): void {
     progressConformance(run);
     settleConformance(run);
     releaseConformance(run);
+    abandonConformance(run);
     cancelConformance(run);
     rejectConformance(run);
     sweepConformance(run);

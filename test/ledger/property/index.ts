@@ -16,6 +16,12 @@
  *   - once the operations stop, time, the sweeper and finishing workers end every job, and
  *     the outbox holds exactly one result message per job.
  *
+ * Both dispatch modes are run: fifo (the work message written at submit and at each
+ * requeue) and fair (written by the dispatcher's pass, the sweep op, from one fleet member
+ * of FLEET_SLOTS slots per type; its releases are checked: only queued, due, unreleased
+ * jobs, within the free slots, and none left waiting beside a free slot). Grants nobody
+ * renews within grantWindowMs go back to queued at the same attempt (abandon).
+ *
  * Each fast-check run opens its own ledger from the factory (a real database for a real
  * driver), so runs do not share state.
  *
@@ -37,6 +43,7 @@ import { describe, it } from 'node:test';
 
 import fc from 'fast-check';
 
+import type { DispatchMode } from '../../../src/ledger/ledger.js';
 import type { LedgerFactory } from '../testing.js';
 import { opsArb } from './generators.js';
 import { stats } from './model.js';
@@ -44,25 +51,30 @@ import { propertyParameters, runScenario } from './runner.js';
 
 export function ledgerProperties(name: string, factory: LedgerFactory): void {
   describe(`ledger properties: ${name}`, () => {
-    it('random interleavings of workers, stale leases, cancels, sweeps and clock jumps keep every ledger invariant', async () => {
-      const params = propertyParameters();
-      const details = await fc.check(
-        fc.asyncProperty(opsArb, (ops) => runScenario(factory, ops)),
-        params,
-      );
-      if (stats) {
-        const lines = [...stats].sort(([a], [b]) => a.localeCompare(b)).map(([label, n]) => `  ${label}: ${n}`);
-        console.log(`ledger property statistics (${name}):\n${lines.join('\n')}`);
-      }
-      if (details.failed) {
-        const report = fc.defaultReportMessage(details) ?? 'property failed';
-        const replay = `PLANRUN_PROPERTY_SEED=${details.seed}` + (details.counterexamplePath ? ` PLANRUN_PROPERTY_PATH="${details.counterexamplePath}"` : '');
-        const cause = details.errorInstance;
-        const why = cause instanceof Error ? (cause.stack ?? cause.message) : String(cause);
-        throw new Error(`${report}\n\nReplay with: ${replay} node --test <compiled ledger test>\n\nError of the shrunk counterexample:\n${why}`, {
-          cause,
-        });
-      }
-    });
+    for (const dispatch of ['fifo', 'fair'] as const) {
+      it(`random interleavings of workers, stale leases, cancels, sweeps and clock jumps keep every ledger invariant (${dispatch} dispatch)`, () =>
+        check(name, factory, dispatch));
+    }
   });
+}
+
+async function check(name: string, factory: LedgerFactory, dispatch: DispatchMode): Promise<void> {
+  const params = propertyParameters();
+  const details = await fc.check(
+    fc.asyncProperty(opsArb, (ops) => runScenario(factory, ops, dispatch)),
+    params,
+  );
+  if (stats) {
+    const lines = [...stats].sort(([a], [b]) => a.localeCompare(b)).map(([label, n]) => `  ${label}: ${n}`);
+    console.log(`ledger property statistics (${name}, ${dispatch}):\n${lines.join('\n')}`);
+  }
+  if (details.failed) {
+    const report = fc.defaultReportMessage(details) ?? 'property failed';
+    const replay = `PLANRUN_PROPERTY_SEED=${details.seed}` + (details.counterexamplePath ? ` PLANRUN_PROPERTY_PATH="${details.counterexamplePath}"` : '');
+    const cause = details.errorInstance;
+    const why = cause instanceof Error ? (cause.stack ?? cause.message) : String(cause);
+    throw new Error(`${report}\n\nReplay with: ${replay} node --test <compiled ledger test>\n\nError of the shrunk counterexample:\n${why}`, {
+      cause,
+    });
+  }
 }

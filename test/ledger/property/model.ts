@@ -30,9 +30,15 @@ export const propertyConfig: LedgerConfig = {
   backoffMaxMs: 4_000,
   defaultMaxAttempts: 3,
   redispatchAfterMs: 15_000,
+  // Under the TTL, so that a grant nobody renews is abandoned (same attempt) before it could expire.
+  grantWindowMs: 4_000,
   // The suites below test the ledger's edges with the work message written at submit and requeue; dispatch.ts tests fair mode.
   dispatch: 'fifo',
 };
+
+/** Fair mode: one fleet member offers every type with this many slots, heard from within the window for the whole run. */
+export const FLEET_SLOTS = 3;
+export const FLEET_WINDOW_MS = 1_000_000_000_000;
 
 export const TENANTS = ['acme', 'globex'] as const;
 export const TYPES = ['transcode', 'render'] as const;
@@ -87,7 +93,10 @@ interface ModelJob {
   state: JobState;
   attempt: number;
   notBefore: number;
-  lease: { token: string; deadline: number; holder: string } | null;
+  /** abandonAt: when the sweep takes the grant back unless renewed or progressed first (null: taken up). */
+  lease: { token: string; deadline: number; holder: string; abandonAt: number | null } | null;
+  /** The attempt whose grant was last abandoned: the only attempt that may be granted a second time. */
+  abandonedAttempt: number;
   /** Token of the last granted attempt, kept after the job moves on. */
   lastToken: string | null;
   cancelRequested: boolean;
@@ -96,6 +105,8 @@ interface ModelJob {
   ended: Job | null;
   /** When the latest work message for the current attempt became due (for redispatch). */
   workDueAt: number;
+  /** The attempt whose work message was written (fifo: at submit and requeue; fair: by a dispatch pass); 0: none. */
+  released: number;
   maxGrantedAttempt: number;
   settlesWon: Map<number, number>;
   endings: number;
@@ -162,7 +173,7 @@ export class Simulation {
           : verb === 'sweep'
             ? `sweep ${line
                 .split(' ')
-                .slice(2, 10)
+                .slice(2, 14)
                 .filter((w, i) => i % 2 === 1 || w !== '0')
                 .join(' ')}`
             : `${verb}${answer.replace(/[0-9]+/g, 'N')}`;
@@ -268,7 +279,9 @@ export class Simulation {
         failureReason: null,
         ended: null,
         workDueAt: this.now,
+        released: this.config.dispatch === 'fifo' ? 1 : 0,
         maxGrantedAttempt: 0,
+        abandonedAttempt: 0,
         settlesWon: new Map(),
         endings: 0,
         resultRows: 0,
@@ -330,7 +343,10 @@ export class Simulation {
     const j = this.byId.get(jobId)!;
     assert.ok(!this.tokens.has(token), 'every grant gets a fresh token');
     assert.equal(deadline, this.now + this.config.leaseTtlMs, 'grant deadline = now + leaseTtlMs');
-    assert.ok(attempt > j.maxGrantedAttempt, `attempt ${attempt} granted after attempt ${j.maxGrantedAttempt}`);
+    assert.ok(
+      attempt > j.maxGrantedAttempt || (attempt === j.maxGrantedAttempt && j.abandonedAttempt === attempt),
+      `attempt ${attempt} granted after attempt ${j.maxGrantedAttempt} (abandoned: ${j.abandonedAttempt})`,
+    );
     assert.ok(attempt <= j.maxAttempts, `attempt ${attempt} granted beyond maxAttempts ${j.maxAttempts}`);
     assert.equal(job.state, 'running');
     assert.equal(job.attempt, attempt);
@@ -339,11 +355,22 @@ export class Simulation {
     this.tokens.add(token);
     j.maxGrantedAttempt = attempt;
     j.state = 'running';
-    j.lease = { token, deadline, holder: worker };
+    j.lease = { token, deadline, holder: worker, abandonAt: this.abandonAt() };
     j.lastToken = token;
     const ref = { jobId, attempt, token };
     this.refs.push({ ref, worker });
     this.holds.get(worker)!.push(ref);
+  }
+
+  /** When a grant answered now is abandoned unless taken up. */
+  abandonAt(): number | null {
+    return this.config.grantWindowMs === null ? null : this.now + this.config.grantWindowMs;
+  }
+
+  /** A regrant answers again: a grant not yet taken up gets a new window. */
+  regranted(j: ModelJob, deadline: number): void {
+    j.lease!.deadline = deadline;
+    if (j.lease!.abandonAt !== null) j.lease!.abandonAt = this.abandonAt();
   }
 
   async grant(worker: string, msg: WorkMessage, future: boolean): Promise<boolean> {
@@ -357,7 +384,7 @@ export class Simulation {
       assert.ok(res.granted, `the holder's repeated grant of ${msg.jobId}@${attempt} returns its lease, got ${JSON.stringify(res)}`);
       assert.equal(res.token, j.lease!.token, 'a regrant returns the same token');
       assert.equal(res.deadline, this.now + this.config.leaseTtlMs, 'a regrant renews the deadline');
-      j.lease!.deadline = res.deadline;
+      this.regranted(j, res.deadline);
       return true;
     }
     if (expected.ok) {
@@ -406,7 +433,7 @@ export class Simulation {
       const j = this.byId.get(msg.jobId)!;
       const { r } = winners[0]!;
       assert.ok(r.granted && r.token === j.lease!.token, 'the holder gets its own token back');
-      j.lease!.deadline = r.deadline;
+      this.regranted(j, r.deadline);
       return;
     }
     if (!expected.ok) {
@@ -439,6 +466,7 @@ export class Simulation {
         assert.ok(r, `live lease ${key(ref)} should be renewed, got ${JSON.stringify(lost.get(key(ref)))}`);
         assert.equal(r.deadline, this.now + this.config.leaseTtlMs);
         j!.lease!.deadline = r.deadline;
+        j!.lease!.abandonAt = null;
       } else {
         const l = lost.get(key(ref));
         assert.ok(l, `lease ${key(ref)} should be lost (${e.reasons.join('|')}) but was renewed`);
@@ -476,6 +504,7 @@ export class Simulation {
     if (e.ok) {
       assert.deepEqual(res, { accepted: true }, `progress of live lease ${ref.jobId}@${ref.attempt}`);
       assert.equal((await this.ledger.getJob(ref.jobId))?.progress, fraction, 'accepted progress is stored');
+      this.byId.get(ref.jobId)!.lease!.abandonAt = null;
     } else {
       assert.equal(res.accepted, false, `progress of ${ref.jobId}@${ref.attempt} should be refused (${e.reasons.join('|')})`);
       assert.ok(!res.accepted && e.reasons.includes(res.reason), `progress refused as ${JSON.stringify(res)}`);
@@ -517,12 +546,14 @@ export class Simulation {
         j.attempt += 1;
         j.notBefore = this.now + backoffFor(this.config, attempt);
         j.workDueAt = j.notBefore;
+        if (this.config.dispatch === 'fifo') j.released = j.attempt;
         break;
       case 'release':
         j.state = 'queued';
         j.attempt += 1;
         j.notBefore = this.now;
         j.workDueAt = j.notBefore;
+        if (this.config.dispatch === 'fifo') j.released = j.attempt;
         break;
       default:
         assert.fail(`unknown transition ${transition}`);
@@ -672,18 +703,32 @@ export class Simulation {
 
   async sweep(): Promise<void> {
     const now = this.now;
-    const expired = this.jobs.filter((j) => j.state === 'running' && j.lease !== null && j.lease.deadline <= now);
+    const abandoned = this.jobs.filter(
+      (j) => j.state === 'running' && j.lease !== null && j.lease.abandonAt !== null && j.lease.abandonAt <= now && !j.cancelRequested,
+    );
+    const expired = this.jobs.filter((j) => j.state === 'running' && j.lease !== null && j.lease.deadline <= now && !abandoned.includes(j));
     const expect = { requeued: [] as ModelJob[], exhausted: [] as ModelJob[], cancelled: [] as ModelJob[] };
     for (const j of expired) {
       if (j.cancelRequested) expect.cancelled.push(j);
       else if (j.attempt < j.maxAttempts) expect.requeued.push(j);
       else expect.exhausted.push(j);
     }
-    const report = await this.ledger.sweep();
+    // Fair: the orchestrator's pass is the dispatcher's, which sweeps first and then releases work.
+    const report =
+      this.config.dispatch === 'fair' ? await this.ledger.dispatch({ fleetWindowMs: FLEET_WINDOW_MS }) : { ...(await this.ledger.sweep()), released: [] };
     this.log(
-      `sweep -> ${report.requeued.length} requeued, ${report.exhausted.length} exhausted, ${report.cancelled.length} cancelled, ${report.redispatched.length} redispatched ${JSON.stringify(report)}`,
+      `sweep -> ${report.abandoned.length} abandoned, ${report.requeued.length} requeued, ${report.exhausted.length} exhausted, ${report.cancelled.length} cancelled, ${report.redispatched.length} redispatched, ${report.released.length} released ${JSON.stringify(report)}`,
     );
     const sorted = (xs: string[]) => [...xs].sort();
+    assert.deepEqual(sorted(report.abandoned.map((r) => `${r.jobId}@${r.attempt}`)), sorted(abandoned.map((j) => `${j.id}@${j.attempt}`)), 'sweep: abandoned');
+    for (const j of abandoned) {
+      // Back to queued at the same attempt, due as before; fifo: its work message again, due now.
+      j.state = 'queued';
+      j.lease = null;
+      j.abandonedAttempt = j.attempt;
+      j.workDueAt = now;
+      j.released = this.config.dispatch === 'fifo' ? j.attempt : 0;
+    }
     assert.deepEqual(sorted(report.requeued.map((r) => r.jobId)), sorted(expect.requeued.map((j) => j.id)), 'sweep: requeued');
     assert.deepEqual(sorted(report.exhausted), sorted(expect.exhausted.map((j) => j.id)), 'sweep: exhausted');
     assert.deepEqual(sorted(report.cancelled), sorted(expect.cancelled.map((j) => j.id)), 'sweep: cancelled');
@@ -701,6 +746,7 @@ export class Simulation {
       );
       j.notBefore = job.notBefore;
       j.workDueAt = job.notBefore;
+      if (this.config.dispatch === 'fifo') j.released = j.attempt;
     }
     for (const j of expect.exhausted) {
       j.state = 'failed';
@@ -721,7 +767,41 @@ export class Simulation {
       assert.equal(j.state, 'queued', `redispatched ${id}, which is ${j.state}`);
       assert.ok(j.notBefore <= now, `redispatched ${id} before its notBefore`);
       assert.ok(now - j.workDueAt >= this.config.redispatchAfterMs, `redispatched ${id} ${now - j.workDueAt} ms after its work message was due`);
+      assert.equal(j.released, j.attempt, `redispatched ${id}, whose attempt ${j.attempt} was never released`);
       j.workDueAt = now;
+    }
+    if (this.config.dispatch === 'fair') this.checkReleases(report.released, now);
+  }
+
+  /**
+   * Fair: a dispatch pass releases only queued, due jobs not released for their attempt, at
+   * most the free slots of their type (live leases and released, unleased work hold one
+   * each; slots a grant outside the dispatcher took are not the pass's doing), and leaves
+   * none of a type waiting while the type has a free slot: nothing limits these runs.
+   */
+  checkReleases(released: ReadonlyArray<{ jobId: string; attempt: number; type: string }>, now: number): void {
+    assert.equal(new Set(released.map((r) => r.jobId)).size, released.length, 'a job is released at most once per pass');
+    for (const r of released) {
+      const j = this.byId.get(r.jobId);
+      assert.ok(j, `released an unknown job ${r.jobId}`);
+      assert.equal(j.state, 'queued', `released ${r.jobId}, which is ${j.state}`);
+      assert.equal(r.attempt, j.attempt, `released ${r.jobId}@${r.attempt}, the job is at ${j.attempt}`);
+      assert.ok(j.notBefore <= now, `released ${r.jobId} before its notBefore`);
+      assert.notEqual(j.released, j.attempt, `released ${r.jobId}@${j.attempt} twice`);
+      j.released = j.attempt;
+      j.workDueAt = now;
+    }
+    for (const type of TYPES) {
+      const ofType = this.jobs.filter((j) => j.type === type);
+      const held = ofType.filter((j) => (j.state === 'running' && j.lease!.deadline > now) || (j.state === 'queued' && j.released === j.attempt)).length;
+      if (released.some((r) => r.type === type)) assert.ok(held <= FLEET_SLOTS, `type ${type}: ${held} held after a pass released work, ${FLEET_SLOTS} slots`);
+      const waiting = ofType.filter((j) => j.state === 'queued' && j.released !== j.attempt && j.notBefore <= now);
+      if (held < FLEET_SLOTS)
+        assert.deepEqual(
+          waiting.map((j) => j.id),
+          [],
+          `type ${type}: ${held} of ${FLEET_SLOTS} slots held, and due jobs left waiting`,
+        );
     }
   }
 
@@ -908,12 +988,16 @@ export class Simulation {
       this.step += 1;
       this.clock.advance(stride);
       this.log(`drain round ${round}: advance ${stride}`);
-      await this.sweep();
-      const delivered = await this.relay(false);
-      for (const msg of delivered) {
-        if (!(await this.grant('finisher', msg, false))) continue;
-        const ref = this.holds.get('finisher')!.at(-1)!;
-        await this.settle(ref, 'finished', 'finisher');
+      // Fair: a pass releases a round per free slot; finishing it frees the slots for the next, at the same moment.
+      for (let pass = 0; pass < 100; pass++) {
+        await this.sweep();
+        const delivered = await this.relay(false);
+        if (delivered.length === 0) break;
+        for (const msg of delivered) {
+          if (!(await this.grant('finisher', msg, false))) continue;
+          const ref = this.holds.get('finisher')!.at(-1)!;
+          await this.settle(ref, 'finished', 'finisher');
+        }
       }
       await this.checkInvariants();
     }

@@ -4,19 +4,27 @@ import assert from 'node:assert/strict';
 import type fc from 'fast-check';
 
 import { ManualClock } from '../../../src/core/clock.js';
-import type { LedgerFactory } from '../testing.js';
-import { propertyConfig, Simulation, type Op } from './model.js';
+import type { DispatchMode } from '../../../src/ledger/ledger.js';
+import { proofOf, type LedgerFactory } from '../testing.js';
+import { FLEET_SLOTS, FLEET_WINDOW_MS, propertyConfig, Simulation, TYPES, type Op } from './model.js';
 
 const DEFAULT_SEED = 20_260_101;
 const DEFAULT_RUNS = 50;
 
-export async function runScenario(factory: LedgerFactory, ops: readonly Op[]): Promise<void> {
+export async function runScenario(factory: LedgerFactory, ops: readonly Op[], dispatch: DispatchMode): Promise<void> {
   const clock = new ManualClock();
-  const ledger = await factory({ clock, config: propertyConfig });
-  const sim = new Simulation(ledger, clock, propertyConfig);
+  const config = { ...propertyConfig, dispatch };
+  const ledger = await factory({ clock, config });
+  const sim = new Simulation(ledger, clock, config);
   sim.holds.set('finisher', []);
   let current = 'setup';
   try {
+    if (dispatch === 'fair') {
+      // The fleet the dispatcher counts slots from: heard once, within the window for the whole run.
+      const report = { worker: 'fleet', jobTypes: [...TYPES], capabilities: [], heldBack: [], slots: FLEET_SLOTS, running: 0 };
+      const heard = await ledger.heartbeat({ worker: 'fleet', report, proof: proofOf('fleet'), windowMs: FLEET_WINDOW_MS, leases: [] });
+      assert.ok(heard.recorded, 'the fleet member is recorded');
+    }
     for (const op of ops) {
       sim.step += 1;
       current = JSON.stringify(op);
