@@ -52,6 +52,7 @@ function answers(steps: Step[]): Record<string, (params: unknown) => unknown> {
     requeueAttempt: record('requeueAttempt', true),
     closeAttempt: record('closeAttempt', undefined),
     insertOutbox: record('insertOutbox', undefined),
+    markDispatched: record('markDispatched', undefined),
   };
 }
 
@@ -76,7 +77,7 @@ describe('ledger operation plans', () => {
     assert.deepEqual(asyncSteps, syncSteps);
     assert.deepEqual(
       syncSteps.map((s) => s.name),
-      ['lockJob', 'requeueAttempt', 'closeAttempt', 'insertOutbox'],
+      ['lockJob', 'requeueAttempt', 'closeAttempt', 'insertOutbox', 'markDispatched'],
     );
     assert.ok(a.accepted && a.transition === 'retry' && a.job.attempt === 2 && a.job.state === 'queued');
   });

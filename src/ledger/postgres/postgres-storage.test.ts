@@ -30,12 +30,14 @@ async function rejectsWith(promise: Promise<unknown>, code: string, ...mentions:
  * Several ledgers on one schema, as several orchestrators sharing one database; closed and
  * dropped after `body`. In fifo dispatch, so that a submit writes its work row at once: these
  * tests race the outbox's claims (fair dispatch's own races: test/ledger/conformance/dispatch.ts).
+ * Without the abandoned-grant window: they let granted leases run out unrenewed.
  */
 async function withSharedSchema(count: number, clock: ManualClock, body: (ledgers: Ledger[], schema: string) => Promise<void>): Promise<void> {
   const schema = schemas.reserve();
   const ledgers: Ledger[] = [];
   try {
-    for (let i = 0; i < count; i++) ledgers.push(await openPostgresLedger({ connectionString: postgresUrl, schema, clock, config: { dispatch: 'fifo' } }));
+    for (let i = 0; i < count; i++)
+      ledgers.push(await openPostgresLedger({ connectionString: postgresUrl, schema, clock, config: { dispatch: 'fifo', grantWindowMs: null } }));
     await body(ledgers, schema);
   } finally {
     for (const ledger of ledgers) await ledger.close();
