@@ -27,7 +27,8 @@ export interface AdversaryOptions {
   history: HistoryWriter;
   fleetKey: string;
   /** The HTTP API and one key per tenant (without the API, only ghosts and blind settles). */
-  http?: { url: string; keys: ReadonlyMap<string, string> };
+  /** Every orchestrator's API: each look goes to one at random. */
+  http?: { urls: readonly string[]; keys: ReadonlyMap<string, string> };
   intervalMs: number;
   /** Workers heard from within this long count as live members to impersonate. */
   liveWithinMs: number;
@@ -140,9 +141,8 @@ export class Adversary {
   private async api<T>(path: string, key: string): Promise<T | undefined> {
     const http = this.options.http;
     if (!http) return undefined;
-    const response = await fetch(`${http.url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(2000) }).catch(
-      () => undefined,
-    );
+    const url = http.urls[Math.floor(Math.random() * http.urls.length)]!;
+    const response = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(2000) }).catch(() => undefined);
     if (!response?.ok) return undefined;
     return (await response.json()) as T;
   }

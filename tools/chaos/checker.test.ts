@@ -307,7 +307,19 @@ describe('chaos checker', () => {
     });
     const report = check([...cleanHistory(), late].sort((a, b) => a.t - b.t));
     assert.ok(violated(report).includes('no-stale-accepted'));
-    assert.match(invariant(report, 'no-stale-accepted').violations[0]!.message, /renewal of j1@1 accepted 1100 ms after the attempt ended/);
+    assert.match(invariant(report, 'no-stale-accepted').violations[0]!.message, /renewal of j1@1 accepted, asked 1100 ms after the attempt ended/);
+  });
+
+  it('judges a renewal by when it was asked: a late answer to a request from before the end is the ledger ordering it first', () => {
+    const stalled = at(3600, 'o2', 2, {
+      kind: 'control',
+      op: 'heartbeat',
+      req: { op: 'heartbeat', worker: 'wA', slots: 2, leases: [{ jobId: 'j1', attempt: 1, token: 't1', tenant: 'acme' }] },
+      ans: { op: 'heartbeat', ttlMs: 1000, renewed: [{ jobId: 'j1', attempt: 1 }], lost: [] },
+      receivedAt: 2400,
+    });
+    const report = check([...cleanHistory(), stalled].sort((a, b) => a.t - b.t));
+    assert.equal(invariant(report, 'no-stale-accepted').status, 'held');
   });
 
   it('reports a multipart upload completed (or its URLs renewed) after the attempt ended', () => {
@@ -321,7 +333,7 @@ describe('chaos checker', () => {
     const report = check([...cleanHistory(), late('renew_upload', 3600), late('complete_upload', 3700)].sort((a, b) => a.t - b.t));
     assert.ok(violated(report).includes('no-stale-accepted'));
     assert.deepEqual(
-      invariant(report, 'no-stale-accepted').violations.map((v) => /^(\S+) of j1@1 accepted (\d+) ms after the attempt ended/.exec(v.message)?.slice(1)),
+      invariant(report, 'no-stale-accepted').violations.map((v) => /^(\S+) of j1@1 accepted, asked (\d+) ms after the attempt ended/.exec(v.message)?.slice(1)),
       [
         ['renew_upload', '1100'],
         ['complete_upload', '1200'],

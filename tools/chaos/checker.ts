@@ -9,6 +9,7 @@
  * have missed writing its last event. So every invariant is phrased to hold on any
  * prefix of an actor's events: "at most one", "never after", "if recorded, equal".
  */
+import type { FailoverReport } from './failover.js';
 import type { AttemptRecord, Job, ResultMessage } from '../../src/ledger/ledger.js';
 import { fatalExitCode } from '../../src/worker/exit-codes.js';
 import { plainLocation, type OutputFile } from '../../src/wire/outputs.js';
@@ -63,6 +64,8 @@ export interface CheckReport {
   timing: { startedAt: number; lastHealAt: number; lastTerminalAt: number; livenessBoundMs: number; maxLagAfterHealMs: number };
   notices: string[];
   invariants: InvariantResult[];
+  /** `--profile ha`: the failover figures (failover.ts), measured by the run. */
+  failover?: FailoverReport;
 }
 
 /** Tolerances, in ms. */
@@ -809,13 +812,17 @@ function noStaleAccepted(ctx: Context): InvariantResult {
   const abandoned = abandonedLeases(attemptLeases(ctx));
   for (const c of ctx.controls) {
     current = c;
+    // Staleness is judged by when the request arrived: its answer may come much later (an
+    // orchestrator stalled, a ledger transaction waiting on a row lock) and still be right,
+    // the ledger having ordered its guarded UPDATE before the one that ended the attempt.
+    const askedAt = c.receivedAt ?? c.t;
     const accepted = (items: Array<{ jobId: string; attempt: number }>, what: string) => {
       for (const { jobId, attempt } of items) {
         checked++;
         const record = attemptOf(ctx, jobId, attempt);
         if (!record) flag(jobId, `${what} of ${jobId}@${attempt} accepted, but the ledger has no attempt ${attempt}`);
-        else if (record.endedAt !== null && record.endedAt < c.t - tolerance.answer) {
-          flag(jobId, `${what} of ${jobId}@${attempt} accepted ${c.t - record.endedAt} ms after the attempt ended (${record.outcome})`);
+        else if (record.endedAt !== null && record.endedAt < askedAt - tolerance.answer) {
+          flag(jobId, `${what} of ${jobId}@${attempt} accepted, asked ${askedAt - record.endedAt} ms after the attempt ended (${record.outcome})`);
         } else if (record.startedAt > c.t + tolerance.clock) {
           flag(jobId, `${what} of ${jobId}@${attempt} accepted before the attempt started`);
         }
@@ -844,8 +851,8 @@ function noStaleAccepted(ctx: Context): InvariantResult {
           if (!record) flag(jobId, `lease of ${jobId}@${attempt} granted, but the ledger has no attempt ${attempt}`);
           else if (record.worker !== c.req.worker)
             flag(jobId, `lease of ${jobId}@${attempt} granted to ${String(c.req.worker)}, the ledger names ${record.worker}`);
-          else if (record.endedAt !== null && record.endedAt < c.t - tolerance.answer) {
-            flag(jobId, `lease of ${jobId}@${attempt} granted (again) ${c.t - record.endedAt} ms after the attempt ended (${record.outcome})`);
+          else if (record.endedAt !== null && record.endedAt < askedAt - tolerance.answer) {
+            flag(jobId, `lease of ${jobId}@${attempt} granted (again), asked ${askedAt - record.endedAt} ms after the attempt ended (${record.outcome})`);
           }
         }
         break;
@@ -862,7 +869,7 @@ function noStaleAccepted(ctx: Context): InvariantResult {
             jobId,
             `${c.op} of ${jobId}@${attempt} accepted as ${String(c.ans.transition)}, but the ledger says attempt ${attempt} ${record.outcome ?? 'never ended'}: a stale settle was accepted`,
           );
-        } else if (record.endedAt !== null && record.endedAt < c.t - tolerance.answer - 1000) {
+        } else if (record.endedAt !== null && record.endedAt < askedAt - tolerance.answer - 1000) {
           flag(jobId, `${c.op} of ${jobId}@${attempt} accepted long after the attempt ended`);
         } else if (terminalTransitions.has(String(c.ans.transition)) && job && job.attempt !== attempt) {
           flag(jobId, `${c.op} of ${jobId}@${attempt} ended the job, but the job is at attempt ${job.attempt}: a stale settle was accepted`);

@@ -118,6 +118,11 @@ export type OrchestratorEvent =
       /** The request, minus what is bulky (heartbeat capability lists, settle outputs kept). */
       req: Record<string, unknown>;
       ans: Record<string, unknown>;
+      /**
+       * When the request reached the orchestrator's handler (ms since the epoch); the event's
+       * `t` is when it answered, which a stalled orchestrator or a slow ledger may delay.
+       */
+      receivedAt?: number;
     }
   | {
       kind: 'publish';

@@ -14,6 +14,11 @@
  * - broker-kill: SIGKILL of the chaos node's beam process, then a fresh start.
  * - orchestrator-kill: SIGKILL of the orchestrator; restarted on the same data dir.
  * - orchestrator-partition: the orchestrator's proxy to the broker black-holes.
+ * - ledger-restart (`--profile ha`): `pg_ctl restart -m fast` of the private PostgreSQL.
+ * - ledger-cut (`--profile ha`): the orchestrator's proxy to PostgreSQL black-holes.
+ *
+ * With several orchestrators (o1...) or a cluster's nodes (rabbit-1...), the plan names
+ * which one each fault hits.
  *
  * On the embedded broker the orchestrator runs the broker, so orchestrator-kill kills the
  * broker too, and the broker and orchestrator-partition kinds do not apply.
@@ -23,6 +28,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FaultProxy } from '../../test/testing/fault-proxy.js';
+import type { PrivatePostgres } from '../../test/testing/private-postgres.js';
 import type { HistoryWriter } from './history.js';
 import type { PlannedFault } from './plan.js';
 import type { RabbitNode } from './rabbit-node.js';
@@ -30,11 +36,14 @@ import type { Supervised } from './supervisor.js';
 
 export interface NemesisTargets {
   workers: ReadonlyMap<string, Supervised>;
-  orchestrator: Supervised;
+  /** By name: orchestrator, or o1... */
+  orchestrators: ReadonlyMap<string, Supervised>;
   /** By target name: w1..., orchestrator. */
   proxies: ReadonlyMap<string, FaultProxy>;
-  /** The run's RabbitMQ node (none on the embedded broker). */
-  broker?: RabbitNode;
+  /** The run's RabbitMQ nodes by name: broker, or rabbit-1... (none on the embedded broker). */
+  brokers: ReadonlyMap<string, RabbitNode>;
+  /** `--profile ha`: the private PostgreSQL, and each orchestrator's proxy to it by its name. */
+  ledger?: { server: PrivatePostgres; proxies: ReadonlyMap<string, FaultProxy> };
 }
 
 export interface InjectedFault {
@@ -139,7 +148,7 @@ export class Nemesis {
           return end(true);
         }
         case 'broker-restart': {
-          const broker = this.rabbitNode();
+          const broker = this.rabbitNode(target);
           start('stop_app');
           await broker.stopApp();
           await delay(fault.durationMs);
@@ -147,13 +156,28 @@ export class Nemesis {
           return end(true, 'start_app');
         }
         case 'broker-kill': {
-          const broker = this.rabbitNode();
+          const broker = this.rabbitNode(target);
           const pid = broker.pid();
           start(`SIGKILL beam pid ${pid}`);
           await broker.killHard();
           await delay(fault.durationMs);
           await broker.restart();
           return end(true, `restarted as pid ${broker.pid()}`);
+        }
+        case 'ledger-restart': {
+          const server = this.ledger().server;
+          start(`pg_ctl restart, postmaster pid ${server.pid()}`);
+          await server.restart();
+          return end(true, `restarted as pid ${server.pid()}`);
+        }
+        case 'ledger-cut': {
+          const proxy = this.ledger().proxies.get(target);
+          if (!proxy) throw new Error(`no ledger proxy for ${target}`);
+          proxy.blackhole();
+          start(`${proxy.connectionCount} connections to PostgreSQL held`);
+          await delay(fault.durationMs);
+          proxy.heal();
+          return end(true);
         }
       }
     } catch (error) {
@@ -162,14 +186,20 @@ export class Nemesis {
   }
 
   private processOf(target: string): Supervised {
-    const process = target === 'orchestrator' ? this.targets.orchestrator : this.targets.workers.get(target);
+    const process = this.targets.orchestrators.get(target) ?? this.targets.workers.get(target);
     if (!process) throw new Error(`no process ${target}`);
     return process;
   }
 
-  private rabbitNode(): RabbitNode {
-    if (!this.targets.broker) throw new Error('no RabbitMQ node in this run: broker faults need --broker rabbitmq');
-    return this.targets.broker;
+  private rabbitNode(target: string): RabbitNode {
+    const node = this.targets.brokers.get(target);
+    if (!node) throw new Error(`no RabbitMQ node ${target} in this run: broker faults need --broker rabbitmq`);
+    return node;
+  }
+
+  private ledger(): NonNullable<NemesisTargets['ledger']> {
+    if (!this.targets.ledger) throw new Error('no private PostgreSQL in this run: ledger faults need --profile ha');
+    return this.targets.ledger;
   }
 
   private proxyOf(target: string): FaultProxy {

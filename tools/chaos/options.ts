@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../../src/core/duration.js';
-import { faultKinds, defaultBehaviourWeights, embeddedFaultKinds, type FaultKind } from './plan.js';
+import { allFaultKinds, faultKinds, defaultBehaviourWeights, embeddedFaultKinds, haFaultKinds, type FaultKind } from './plan.js';
 import { behaviours, type Behaviour } from './job-input.js';
 import type { ChaosOptions } from './run.js';
 import type { ChaosStoreKind } from './store.js';
@@ -17,12 +17,21 @@ export const profiles = {
    * not, so a longer one keeps a backlog from flooding the queue with copies.
    */
   long: { jobs: 2000, durationMs: 600_000, workers: 4, slots: 2, drainTimeoutMs: 900_000, redispatchMs: 15_000 },
+  /**
+   * No single point of failure (docs/high-availability.md): three orchestrators on a
+   * private PostgreSQL, a RabbitMQ cluster of three with quorum queues; 40 s of faults, so
+   * that CI runs it in about three minutes with the cluster's start.
+   */
+  ha: { jobs: 150, durationMs: 40_000, workers: 3, slots: 2, drainTimeoutMs: 120_000, redispatchMs: 5000 },
 } as const;
 export type ProfileName = keyof typeof profiles;
 
 export const usage = `usage: npm run chaos -- [options]
 
-  --profile short|long   preset sizes (default short: 300 jobs, 60 s of faults, 3 workers)
+  --profile short|long|ha   preset sizes (default short: 300 jobs, 60 s of faults, 3 workers);
+                         ha: 3 orchestrators on a private PostgreSQL (each through a fault
+                         proxy), a 3-node RabbitMQ cluster with quorum queues, 150 jobs over
+                         40 s of faults (${haFaultKinds.join(', ')}); prints the failover figures
   --jobs N               jobs to submit
   --duration S           length of the fault window (60, 90s, 10m); jobs are submitted across it
   --seed S               the seed (default: random, printed); the same seed replays the same plan
@@ -36,6 +45,7 @@ export const usage = `usage: npm run chaos -- [options]
                          (default 2s); the output invariants are checked over the store
   --workers N  --slots N  --lease-ttl D  --heartbeat D  --sweep D  --backoff D  --redispatch D
   --faults a,b,...       fault kinds to use (default all that apply): ${faultKinds.join(', ')}
+                         (ha: ${haFaultKinds.join(', ')})
   --run-ms MIN-MAX       how long a job works (default 50-1000; long and hang jobs aside)
   --mix k=w,...          job behaviours and their weights (default ${Object.entries(defaultBehaviourWeights)
     .map(([k, w]) => `${k}=${w}`)
@@ -93,14 +103,16 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
   }
   if (values.help) throw new UsageError('');
   const profile = (values.profile ?? 'short') as ProfileName;
-  if (!(profile in profiles)) throw new UsageError(`unknown profile "${values.profile}" (short or long)`);
+  if (!(profile in profiles)) throw new UsageError(`unknown profile "${values.profile}" (short, long or ha)`);
+  const ha = profile === 'ha';
   const preset = profiles[profile];
   const broker = (values.broker ?? 'rabbitmq') as 'rabbitmq' | 'embedded';
   if (broker !== 'rabbitmq' && broker !== 'embedded') throw new UsageError(`--broker must be rabbitmq or embedded, got "${values.broker}"`);
+  if (ha && broker !== 'rabbitmq') throw new UsageError('--profile ha runs on a RabbitMQ cluster: --broker embedded does not apply');
   const store = (values.store ?? 'folder') as ChaosStoreKind;
   if (store !== 'folder' && store !== 's3') throw new UsageError(`--store must be folder or s3, got "${values.store}"`);
   if (store !== 's3' && values['store-cleanup-grace'] !== undefined) throw new UsageError('--store-cleanup-grace goes with --store s3');
-  const applicable: readonly FaultKind[] = broker === 'embedded' ? embeddedFaultKinds : faultKinds;
+  const applicable: readonly FaultKind[] = ha ? haFaultKinds : broker === 'embedded' ? embeddedFaultKinds : faultKinds;
   const faults =
     values.faults === undefined
       ? [...applicable]
@@ -109,7 +121,13 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
           .map((f) => f.trim())
           .filter(Boolean);
   for (const f of faults) {
-    if (!(faultKinds as readonly string[]).includes(f)) throw new UsageError(`unknown fault kind "${f}"`);
+    if (!(allFaultKinds as readonly string[]).includes(f)) throw new UsageError(`unknown fault kind "${f}"`);
+    if (ha && !(applicable as readonly string[]).includes(f)) {
+      throw new UsageError(
+        `fault kind "${f}" does not apply to --profile ha (${haFaultKinds.join(', ')}): its processes reach the cluster's nodes without a proxy`,
+      );
+    }
+    if (!ha && f.startsWith('ledger-')) throw new UsageError(`fault kind "${f}" needs the private PostgreSQL of --profile ha`);
     if (!(applicable as readonly string[]).includes(f)) {
       throw new UsageError(`fault kind "${f}" does not apply to the embedded broker, which lives and dies with the orchestrator (use orchestrator-kill)`);
     }
@@ -118,6 +136,7 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
   const options: ChaosOptions = {
     seed: values.seed ?? String(Date.now() % 1_000_000),
     broker,
+    ha,
     store,
     storeCleanupGraceMs: duration(values['store-cleanup-grace'], 2000, '--store-cleanup-grace'),
     jobs: int(values.jobs, preset.jobs, '--jobs', 1),

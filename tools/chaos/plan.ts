@@ -21,15 +21,29 @@ export const faultKinds = [
   'orchestrator-kill',
   'orchestrator-partition',
 ] as const;
-export type FaultKind = (typeof faultKinds)[number];
+/**
+ * Faults of the PostgreSQL ledger, which only `--profile ha` has: `ledger-restart` restarts
+ * the run's private PostgreSQL (`pg_ctl restart -m fast`), `ledger-cut` black-holes one
+ * orchestrator's connection to it.
+ */
+export const ledgerFaultKinds = ['ledger-restart', 'ledger-cut'] as const;
+export type FaultKind = (typeof faultKinds)[number] | (typeof ledgerFaultKinds)[number];
+export const allFaultKinds: readonly FaultKind[] = [...faultKinds, ...ledgerFaultKinds];
 
 /** What applies when the orchestrator runs the embedded broker: a broker fault is an orchestrator kill. */
 export const embeddedFaultKinds: readonly FaultKind[] = faultKinds.filter((kind) => !kind.startsWith('broker-') && kind !== 'orchestrator-partition');
 
+/**
+ * What applies to `--profile ha`: orchestrators and workers reach the cluster's nodes
+ * directly (no proxy in front of each node, so no partitions or latency on the broker's
+ * side); the nemesis picks which orchestrator and which node.
+ */
+export const haFaultKinds: readonly FaultKind[] = ['worker-kill', 'worker-pause', 'orchestrator-kill', 'broker-kill', 'broker-restart', ...ledgerFaultKinds];
+
 export interface PlannedFault {
   id: number;
   kind: FaultKind;
-  /** `w1`...: a worker; `orchestrator`; `broker`. */
+  /** `w1`...: a worker; `orchestrator` (or `o1`... with several); `broker` (or `rabbit-1`... in a cluster); `ledger`. */
   target: string;
   /** When it starts, from the start of the run (the nemesis may start it later, never earlier). */
   atMs: number;
@@ -63,6 +77,10 @@ export interface PlanParams {
   /** The fault window: faults are scheduled until it is full, and jobs are submitted across it. */
   durationMs: number;
   workers: number;
+  /** Several orchestrators (`--profile ha`): each fault on one picks which (default 1). */
+  orchestrators?: number;
+  /** A cluster's nodes (`--profile ha`): each broker fault picks which (default 1). */
+  brokerNodes?: number;
   leaseTtlMs: number;
   /** Fault kinds used; each one is scheduled at least once. */
   faultKinds: readonly FaultKind[];
@@ -118,23 +136,45 @@ function planFaults(rng: Rng, params: PlanParams): PlannedFault[] {
   const faults: PlannedFault[] = [];
   if (params.faultKinds.length === 0) return faults;
   const workers = Array.from({ length: params.workers }, (_, i) => `w${i + 1}`);
+  const targets = { workers, orchestrators: orchestratorNames(params.orchestrators ?? 1), brokers: brokerNodeNames(params.brokerNodes ?? 1) };
   // Every kind once, in a seeded order; then seeded kinds until the window is full.
   const kinds: FaultKind[] = rng.shuffle(params.faultKinds);
   let at = warmupMs;
   for (let i = 0; ; i++) {
     const kind = i < kinds.length ? kinds[i]! : rng.pick(params.faultKinds);
-    const fault = planFault(rng, kind, faults.length + 1, at, workers, params.leaseTtlMs);
+    const fault = planFault(rng, kind, faults.length + 1, at, targets, params.leaseTtlMs);
     if (i >= kinds.length && fault.atMs + fault.durationMs > params.durationMs) break;
     faults.push(fault);
     // A gap after each fault; longer after the broker ones, whose heal takes a while itself.
-    const settle = kind === 'broker-kill' || kind === 'broker-restart' ? 3000 : 0;
+    const settle = kind === 'broker-kill' || kind === 'broker-restart' || kind === 'ledger-restart' ? 3000 : 0;
     at = fault.atMs + fault.durationMs + settle + rng.int(1500, 4000);
   }
   return faults;
 }
 
-function planFault(rng: Rng, kind: FaultKind, id: number, atMs: number, workers: string[], leaseTtlMs: number): PlannedFault {
-  const worker = () => rng.pick(workers);
+/** `orchestrator` alone; `o1`... when there are several. */
+export function orchestratorNames(n: number): string[] {
+  return n === 1 ? ['orchestrator'] : Array.from({ length: n }, (_, i) => `o${i + 1}`);
+}
+
+/** `broker` alone; `rabbit-1`... for a cluster's nodes. */
+export function brokerNodeNames(n: number): string[] {
+  return n === 1 ? ['broker'] : Array.from({ length: n }, (_, i) => `rabbit-${i + 1}`);
+}
+
+interface FaultTargets {
+  workers: string[];
+  orchestrators: string[];
+  brokers: string[];
+}
+
+function planFault(rng: Rng, kind: FaultKind, id: number, atMs: number, targets: FaultTargets, leaseTtlMs: number): PlannedFault {
+  const worker = () => rng.pick(targets.workers);
+  // One of one is no choice: drawn only when there are several, so that the plans of the
+  // one-orchestrator profiles stay as they were for their seeds.
+  const one = (names: string[]) => (names.length === 1 ? names[0]! : rng.pick(names));
+  const orchestrator = () => one(targets.orchestrators);
+  const broker = () => one(targets.brokers);
   switch (kind) {
     case 'worker-kill':
       return { id, kind, target: worker(), atMs, durationMs: rng.int(300, 2000) };
@@ -148,13 +188,19 @@ function planFault(rng: Rng, kind: FaultKind, id: number, atMs: number, workers:
     case 'worker-latency':
       return { id, kind, target: worker(), atMs, durationMs: rng.int(3000, 8000), latencyMs: rng.int(100, 500) };
     case 'broker-restart':
-      return { id, kind, target: 'broker', atMs, durationMs: rng.int(500, 3000) };
+      return { id, kind, target: broker(), atMs, durationMs: rng.int(500, 3000) };
     case 'broker-kill':
-      return { id, kind, target: 'broker', atMs, durationMs: rng.int(0, 2000) };
+      return { id, kind, target: broker(), atMs, durationMs: rng.int(0, 2000) };
     case 'orchestrator-kill':
-      return { id, kind, target: 'orchestrator', atMs, durationMs: rng.int(200, 2000) };
+      return { id, kind, target: orchestrator(), atMs, durationMs: rng.int(200, 2000) };
     case 'orchestrator-partition':
-      return { id, kind, target: 'orchestrator', atMs, durationMs: rng.int(2000, 8000) };
+      return { id, kind, target: orchestrator(), atMs, durationMs: rng.int(2000, 8000) };
+    case 'ledger-restart':
+      // pg_ctl restart: the server is down for as long as the restart takes.
+      return { id, kind, target: 'ledger', atMs, durationMs: 0 };
+    case 'ledger-cut':
+      // Longer than the readiness probe's 2 s: the orchestrator answers /readyz 503 meanwhile.
+      return { id, kind, target: orchestrator(), atMs, durationMs: rng.int(2000, 6000) };
   }
 }
 

@@ -110,8 +110,9 @@ class RecordingBroker implements Broker {
     return this.inner.serve(
       queue,
       async (request) => {
+        const receivedAt = Date.now();
         const answer = await handler(request);
-        this.recordControl(request.body, answer);
+        this.recordControl(request.body, answer, receivedAt);
         return answer;
       },
       options,
@@ -151,22 +152,22 @@ class RecordingBroker implements Broker {
     }
   }
 
-  private recordControl(requestBody: Buffer, answerBody: Buffer): void {
+  private recordControl(requestBody: Buffer, answerBody: Buffer, receivedAt: number): void {
     const req = parseJson(requestBody);
     const ans = parseJson(answerBody);
     if (isRecord(req) && isRecord(ans) && req.op === 'batch' && ans.op === 'batch' && Array.isArray(req.requests) && Array.isArray(ans.answers)) {
       const answers = ans.answers as unknown[];
-      (req.requests as unknown[]).forEach((request, i) => this.recordOne(request, answers[i]));
+      (req.requests as unknown[]).forEach((request, i) => this.recordOne(request, answers[i], receivedAt));
       return;
     }
-    this.recordOne(req, ans);
+    this.recordOne(req, ans, receivedAt);
   }
 
-  private recordOne(req: unknown, ans: unknown): void {
+  private recordOne(req: unknown, ans: unknown, receivedAt: number): void {
     if (!isRecord(req) || !isRecord(ans)) return;
     const { jobTypes: _jobTypes, capabilities: _capabilities, ...request } = req;
     const { input: _input, requires: _requires, ...answer } = ans;
-    this.writer.record({ kind: 'control', op: typeof req.op === 'string' ? req.op : 'unknown', req: request, ans: answer });
+    this.writer.record({ kind: 'control', op: typeof req.op === 'string' ? req.op : 'unknown', req: request, ans: answer, receivedAt });
   }
 }
 

@@ -15,7 +15,11 @@
  *    ledger's final state and the stored outputs read into the history;
  * 5. the checker over the merged history.
  *
- * Whatever happens, every process it started and the RabbitMQ node are stopped.
+ * With `--profile ha` (ha.ts): three orchestrators on a private PostgreSQL, each through a
+ * fault proxy of its own, all on a RabbitMQ cluster of three with quorum queues, as are the
+ * workers; the final ledger is read from PostgreSQL, and the failover figures measured.
+ *
+ * Whatever happens, every process it started, the RabbitMQ node(s) and PostgreSQL are stopped.
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -30,7 +34,7 @@ import { EmbeddedBrokerStore } from '../../src/broker/embedded-store.js';
 import { RabbitMqBroker } from '../../src/broker/rabbitmq.js';
 import { instrumentEnv } from '../../src/cli/instrument.js';
 import { defaultLedgerConfig, type Job } from '../../src/ledger/ledger.js';
-import { openSqliteLedger } from '../../src/ledger/sqlite/sqlite-ledger.js';
+import { openLedger } from '../../src/ledger/open-ledger.js';
 import { FaultProxy } from '../../test/testing/fault-proxy.js';
 import { Topology } from '../../src/topology.js';
 import { Adversary } from './adversary.js';
@@ -39,7 +43,9 @@ import { actorEnv, HistoryWriter, historyDirEnv, jobHistoryDirEnv, readHistory, 
 import type { Behaviour } from './job-input.js';
 import { Nemesis } from './nemesis.js';
 import { ResultObserver } from './observer.js';
-import { describeFault, makePlan, type FaultKind, type Plan } from './plan.js';
+import { formatFailover, measureFailover } from './failover.js';
+import { haBrokerNodes, haOrchestrators, HaServices } from './ha.js';
+import { describeFault, makePlan, orchestratorNames, type FaultKind, type Plan } from './plan.js';
 import { freePort, RabbitNode } from './rabbit-node.js';
 import { formatReport } from './report.js';
 import { Submitter } from './submitter.js';
@@ -54,6 +60,11 @@ const recorderModule = fileURLToPath(new URL('./recorder.js', import.meta.url));
 export interface ChaosOptions {
   seed: string;
   broker: ChaosBroker;
+  /**
+   * `--profile ha`: three orchestrators on a private PostgreSQL (each through a fault proxy
+   * of its own), a RabbitMQ cluster of three with quorum queues (see ha.ts).
+   */
+  ha: boolean;
   /** Where outputs go: each worker's folder (default), or an s3rver of the run's own (`--store s3`). */
   store: ChaosStoreKind;
   /** With `--store s3`: the orchestrator's `--store-cleanup-grace`. */
@@ -109,6 +120,7 @@ export function planOf(options: ChaosOptions): Plan {
     jobs: options.jobs,
     durationMs: options.durationMs,
     workers: options.workers,
+    ...(options.ha ? { orchestrators: haOrchestrators, brokerNodes: haBrokerNodes } : {}),
     leaseTtlMs: options.leaseTtlMs,
     faultKinds: options.faultKinds,
     tenants: options.tenants,
@@ -121,12 +133,12 @@ export function planOf(options: ChaosOptions): Plan {
 }
 
 /** What a run has started, for `emergencyStop`. */
-const active = { processes: new Set<Supervised>(), nodes: new Set<RabbitNode>() };
+const active = { processes: new Set<Supervised>(), nodes: new Set<RabbitNode>(), services: new Set<HaServices>() };
 
-/** Kills every process the runs of this process started and stops their RabbitMQ nodes (on Ctrl-C). */
+/** Kills every process the runs of this process started and stops their RabbitMQ nodes and PostgreSQL (on Ctrl-C). */
 export async function emergencyStop(): Promise<void> {
   for (const p of active.processes) p.killForGood();
-  await Promise.allSettled([...active.nodes].map((n) => n.stop()));
+  await Promise.allSettled([...[...active.nodes].map((n) => n.stop()), ...[...active.services].map((s) => s.stop())]);
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
@@ -149,6 +161,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   for (const fault of plan.faults) log(`  ${describeFault(fault)}`);
 
   let node: RabbitNode | undefined;
+  let services: HaServices | undefined;
   let store: ChaosStore | undefined;
   /** The embedded broker's socket (the orchestrator serves it), in the run folder. */
   const brokerSocket = join(runDir, 'broker.sock');
@@ -161,23 +174,33 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let adversary: Adversary | undefined;
   let failure: unknown;
   try {
-    if (!embedded) {
+    const orchestratorNamesOfRun = orchestratorNames(options.ha ? haOrchestrators : 1);
+    if (options.ha) {
+      services = await HaServices.start({ dir: dirs.rabbit, consumerTimeoutMs: options.consumerTimeoutMs, orchestrators: orchestratorNamesOfRun, log });
+      active.services.add(services);
+    } else if (!embedded) {
       node = await RabbitNode.start({ dir: dirs.rabbit, consumerTimeoutMs: options.consumerTimeoutMs, log });
       active.nodes.add(node);
     }
+    /** The node to list queues on at the end (any node of a cluster lists them all). */
+    const queueNode = services?.cluster.nodes[0] ?? node;
     if (options.store === 's3') {
       store = await ChaosStore.start(options.storeCleanupGraceMs);
       log(`object store ${store.config.root} (s3rver), cleanup grace ${options.storeCleanupGraceMs} ms`);
     }
     const http = await detectHttp(options.cli);
-    const httpPort = http ? await freePort() : undefined;
+    const httpPorts = new Map<string, number>();
+    if (http) for (const name of orchestratorNamesOfRun) httpPorts.set(name, await freePort());
+    const httpUrls = [...httpPorts.values()].map((port) => `http://127.0.0.1:${port}`);
     const keys = new Map<string, string>();
     if (http) {
-      for (const tenant of options.tenants) keys.set(tenant, await createKey(options.cli, tenant, dirs.orchestrator));
+      // On PostgreSQL the keys are in the ledger: one key serves every orchestrator.
+      const keyLedger = services ? ['--ledger', services.directLedgerUrl] : ['--data-dir', dirs.orchestrator];
+      for (const tenant of options.tenants) keys.set(tenant, await createKey(options.cli, tenant, keyLedger));
     }
     log(
       http
-        ? `HTTP API on 127.0.0.1:${httpPort}, keys for ${options.tenants.join(', ')}`
+        ? `HTTP API on ${httpUrls.join(', ')}, keys for ${options.tenants.join(', ')}`
         : 'this build has no HTTP API (no orchestrator --port): every submission goes over the queue',
     );
 
@@ -212,13 +235,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     for (const fault of plan.faults) history.record({ kind: 'plan_fault', fault });
 
     // The orchestrator and the embedded broker are one process: nothing to put between them.
-    for (const name of [...(embedded ? [] : ['orchestrator']), ...workerNames(options.workers)]) {
+    // The cluster's processes reach its nodes directly (ha.ts).
+    for (const name of services ? [] : [...(embedded ? [] : ['orchestrator']), ...workerNames(options.workers)]) {
       proxies.set(
         name,
         node ? await FaultProxy.start({ port: node.port }) : await FaultProxy.start({ path: brokerSocket }, { path: join(runDir, `${name}.sock`) }),
       );
     }
     const brokerArgs = (name: string): string[] => {
+      if (services) return ['--amqp', services.amqpArg, '--queue-type', 'quorum'];
       // No password in the URL: amqplib's default is guest's, and a password in argv draws a warning.
       if (node) return ['--amqp', `amqp://127.0.0.1:${proxies.get(name)!.port}`];
       if (name === 'orchestrator') return ['--broker-socket', brokerSocket, '--consumer-timeout', `${options.consumerTimeoutMs}ms`];
@@ -231,9 +256,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // The app's side: its own connection, straight to the broker (no proxy). The embedded
     // broker exists only once the orchestrator runs it.
     const connectRunner = async () => {
-      runnerBroker = node
-        ? await RabbitMqBroker.connect({ url: node.url, heartbeatSeconds: 2, retry: runnerRetry })
-        : await SocketBroker.connect({ path: brokerSocket, retry: runnerRetry });
+      runnerBroker = services
+        ? await RabbitMqBroker.connect({ url: services.cluster.url, queueType: 'quorum', heartbeatSeconds: 2, retry: runnerRetry })
+        : node
+          ? await RabbitMqBroker.connect({ url: node.url, heartbeatSeconds: 2, retry: runnerRetry })
+          : await SocketBroker.connect({ path: brokerSocket, retry: runnerRetry });
       await runnerBroker.declareQueue(topology.submitQueue);
       await observer.start();
     };
@@ -249,43 +276,54 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       [actorEnv]: actor,
       PLANRUN_LOG_LEVEL: 'info',
       PLANRUN_FLEET_KEY: fleetKey,
-      ...(store && actor === 'orchestrator' ? store.env : {}),
+      ...(store && orchestratorNamesOfRun.includes(actor) ? store.env : {}),
     });
-    const orchestrator = new Supervised(
-      {
-        role: 'orchestrator',
-        name: 'orchestrator',
-        cli: options.cli,
-        args: [
-          'orchestrator',
-          ...brokerArgs('orchestrator'),
-          '--data-dir',
-          dirs.orchestrator,
-          '--lease-ttl',
-          `${options.leaseTtlMs}ms`,
-          '--sweep-interval',
-          `${options.sweepMs}ms`,
-          '--backoff',
-          `${options.backoffMs}ms`,
-          '--redispatch-after',
-          `${options.redispatchMs}ms`,
-          '--prefix',
-          prefix,
-          ...(httpPort === undefined ? [] : ['--port', String(httpPort)]),
-          ...(store ? store.orchestratorArgs() : []),
-        ],
-        env: env('orchestrator'),
-        readyText: '"msg":"orchestrator ready',
-        logFile: join(dirs.logs, 'orchestrator.log'),
-      },
-      history,
-    );
-    processes.push(orchestrator);
-    active.processes.add(orchestrator);
-    orchestrator.start();
-    if (!(await orchestrator.waitReady(60_000))) throw new Error(`the orchestrator did not start; see ${join(dirs.logs, 'orchestrator.log')}`);
+    const orchestrators = new Map<string, Supervised>();
+    for (const name of orchestratorNamesOfRun) {
+      const dataDir = join(runDir, name);
+      mkdirSync(dataDir, { recursive: true });
+      const httpPort = httpPorts.get(name);
+      const orchestrator = new Supervised(
+        {
+          role: 'orchestrator',
+          name,
+          cli: options.cli,
+          args: [
+            'orchestrator',
+            ...brokerArgs(name),
+            ...(services ? ['--ledger', services.ledgerUrl(name)] : []),
+            '--data-dir',
+            dataDir,
+            '--lease-ttl',
+            `${options.leaseTtlMs}ms`,
+            '--sweep-interval',
+            `${options.sweepMs}ms`,
+            '--backoff',
+            `${options.backoffMs}ms`,
+            '--redispatch-after',
+            `${options.redispatchMs}ms`,
+            '--prefix',
+            prefix,
+            ...(httpPort === undefined ? [] : ['--port', String(httpPort)]),
+            ...(store ? store.orchestratorArgs() : []),
+          ],
+          env: env(name),
+          readyText: '"msg":"orchestrator ready',
+          logFile: join(dirs.logs, `${name}.log`),
+        },
+        history,
+      );
+      orchestrators.set(name, orchestrator);
+      processes.push(orchestrator);
+      active.processes.add(orchestrator);
+      orchestrator.start();
+    }
+    for (const orchestrator of orchestrators.values()) {
+      if (!(await orchestrator.waitReady(60_000))) throw new Error(`${orchestrator.name} did not start; see ${orchestrator.spec.logFile}`);
+    }
     for (const [tenant, maxRunning] of Object.entries(limits ?? {})) {
-      await runCli(options.cli, ['tenants', 'set', tenant, '--max-running', String(maxRunning), '--data-dir', dirs.orchestrator]);
+      const ledgerArgs = services ? ['--ledger', services.directLedgerUrl] : ['--data-dir', dirs.orchestrator];
+      await runCli(options.cli, ['tenants', 'set', tenant, '--max-running', String(maxRunning), ...ledgerArgs]);
       log(`running limit of tenant ${tenant}: ${maxRunning}`);
     }
     if (embedded) await connectRunner();
@@ -333,14 +371,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     for (const worker of workers.values()) {
       if (!(await worker.waitReady(60_000))) throw new Error(`worker ${worker.name} did not start; see ${worker.spec.logFile}`);
     }
-    log(`orchestrator and ${workers.size} workers ready`);
+    log(`${orchestrators.size === 1 ? 'orchestrator' : `${orchestrators.size} orchestrators`} and ${workers.size} workers ready`);
 
     const startedAt = Date.now();
     submitter = new Submitter({
       broker: runnerBroker!,
       topology,
       history,
-      ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
+      ...(http ? { http: { urls: httpUrls, keys } } : {}),
       giveUpAt: startedAt + options.durationMs + 60_000,
       concurrencyKeys: limits !== undefined,
     });
@@ -350,12 +388,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       topology,
       history,
       fleetKey,
-      ...(http ? { http: { url: `http://127.0.0.1:${httpPort}`, keys } } : {}),
+      ...(http ? { http: { urls: httpUrls, keys } } : {}),
       intervalMs: options.adversaryIntervalMs,
       liveWithinMs: options.leaseTtlMs,
     });
     adversary.start();
-    nemesis = new Nemesis(plan.faults, { workers, orchestrator, proxies, ...(node ? { broker: node } : {}) }, history, (m) =>
+    const brokers = services?.brokers ?? new Map(node ? [['broker', node]] : []);
+    const ledgerTargets = services ? { ledger: { server: services.postgres, proxies: services.ledgerProxies } } : {};
+    nemesis = new Nemesis(plan.faults, { workers, orchestrators, proxies, brokers, ...ledgerTargets }, history, (m) =>
       log(`[+${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${m}`),
     );
     const lastHeal = await nemesis.run(startedAt);
@@ -396,19 +436,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // Let the last redeliveries and stale work messages be consumed, then stop the workers.
     await delay(Math.max(2000, 2 * options.leaseTtlMs));
     await Promise.all([...workers.values()].map((w) => w.shutdown(15_000)));
-    if (node) history.record({ kind: 'queues_final', ...(await settledQueues(node, observer.queue)) });
+    if (queueNode) history.record({ kind: 'queues_final', ...(await settledQueues(queueNode, observer.queue)) });
     else await delay(2000); // the orchestrator's last consumption of what the workers left
     await observer.stop();
     // No upload URL is handed out once the workers are gone: give the last ones their life
     // and the cleanup grace, so that nothing of a losing attempt may be left.
     if (store) await delay(store.settleMs(options.leaseTtlMs));
     const cleanedUntil = Date.now();
-    await orchestrator.shutdown(15_000);
+    await Promise.all([...orchestrators.values()].map((o) => o.shutdown(15_000)));
     await runnerBroker!.close();
     runnerBroker = undefined;
     // Stopped, the embedded broker has put back what its consumers held: its store is what is left.
-    if (!node) history.record({ kind: 'queues_final', ...storedQueues(join(dirs.orchestrator, 'broker.db'), observer.queue) });
-    await recordLedger(join(dirs.orchestrator, 'ledger.db'), history, store);
+    if (!queueNode) history.record({ kind: 'queues_final', ...storedQueues(join(dirs.orchestrator, 'broker.db'), observer.queue) });
+    await recordLedger(services ? services.directLedgerUrl : 'sqlite', dirs.orchestrator, history, store);
     if (store) history.record({ kind: 'store_final', cleanedUntil, objects: await store.list() });
     history.record({ kind: 'run_end', ok: true });
   } catch (error) {
@@ -431,14 +471,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       active.nodes.delete(node);
       rmSync(join(dirs.rabbit, 'mnesia'), { recursive: true, force: true });
     }
+    if (services) {
+      await services.stop().catch((error: unknown) => log(`could not stop the cluster or PostgreSQL: ${String(error)}`));
+      active.services.delete(services);
+      services.cluster.nodes.forEach((_, i) => rmSync(join(dirs.rabbit, `node-${i + 1}`, 'mnesia'), { recursive: true, force: true }));
+    }
   }
 
   const events = readHistory(dirs.history);
   writeMergedHistory(join(runDir, 'history.jsonl'), events);
   const report = check(events);
+  if (options.ha) report.failover = measureFailover(events);
   if (failure !== undefined) report.ok = false;
   const elapsedMs = Date.now() - began;
   let text = formatReport(report, { elapsedMs });
+  if (report.failover) text += `\n${formatFailover(report.failover)}`;
   if (failure !== undefined) text += `\nthe run itself failed: ${failure instanceof Error ? failure.message : JSON.stringify(failure)}`;
   writeFileSync(join(runDir, 'report.json'), JSON.stringify(report, null, 2));
   writeFileSync(join(runDir, 'report.txt'), `${text}\n`);
@@ -486,8 +533,8 @@ function storedQueues(path: string, observerQueue: string) {
 }
 
 /** The final ledger: every job with its attempts, the unsent outbox, and the stored outputs of finished jobs. */
-async function recordLedger(path: string, history: HistoryWriter, store: ChaosStore | undefined): Promise<void> {
-  const ledger = await openSqliteLedger({ path });
+async function recordLedger(choice: string, dataDir: string, history: HistoryWriter, store: ChaosStore | undefined): Promise<void> {
+  const ledger = await openLedger(choice, dataDir, defaultLedgerConfig);
   try {
     const jobs: Job[] = [];
     let cursor: string | undefined;
@@ -529,8 +576,9 @@ async function detectLimits(cli: string): Promise<boolean> {
   return help.includes('--max-running');
 }
 
-async function createKey(cli: string, tenant: string, dataDir: string): Promise<string> {
-  const out = await runCli(cli, ['keys', 'create', '--tenant', tenant, '--data-dir', dataDir]);
+/** `ledgerArgs`: where the key goes (`--data-dir` of the SQLite ledger, or `--ledger postgres://…`). */
+async function createKey(cli: string, tenant: string, ledgerArgs: string[]): Promise<string> {
+  const out = await runCli(cli, ['keys', 'create', '--tenant', tenant, ...ledgerArgs]);
   const key = out.trim().split('\n').pop()?.trim();
   if (!key) throw new Error(`planrun keys create --tenant ${tenant} printed no key`);
   return key;

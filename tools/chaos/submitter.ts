@@ -12,7 +12,8 @@ import type { HistoryWriter } from './history.js';
 import type { PlannedJob, Transport } from './plan.js';
 
 export interface HttpTarget {
-  url: string;
+  /** Every orchestrator's API: a job's tries go round them, starting at one its index picks. */
+  urls: readonly string[];
   /** tenant -> API key */
   keys: ReadonlyMap<string, string>;
 }
@@ -81,7 +82,7 @@ export class Submitter {
     const transport: Transport = planned === 'http' && this.options.http ? 'http' : 'queue';
     for (let retry = 0; ; retry++) {
       if (retry > 0 && Date.now() > this.options.giveUpAt) return;
-      const outcome = await this.try(job, transport);
+      const outcome = await this.try(job, transport, retry);
       this.sent++;
       this.options.history.record({
         kind: 'submit',
@@ -107,7 +108,7 @@ export class Submitter {
     }
   }
 
-  private async try(job: PlannedJob, transport: Transport): Promise<{ acked: boolean; jobId?: string; error?: string }> {
+  private async try(job: PlannedJob, transport: Transport, retry: number): Promise<{ acked: boolean; jobId?: string; error?: string }> {
     const body = { type: job.type, input: job.input, maxAttempts: job.maxAttempts, ...(this.options.concurrencyKeys ? concurrencyOf(job) : {}) };
     try {
       if (transport === 'queue') {
@@ -117,7 +118,8 @@ export class Submitter {
         return { acked: true };
       }
       const http = this.options.http!;
-      const response = await fetch(`${http.url}/v1/jobs`, {
+      const url = http.urls[(job.index + retry) % http.urls.length]!;
+      const response = await fetch(`${url}/v1/jobs`, {
         method: 'POST',
         headers: {
           authorization: `Bearer ${http.keys.get(job.tenant)}`,

@@ -84,6 +84,11 @@ export function createPool(options: PoolOptions): pg.Pool {
   // An idle connection that breaks (server restart, network cut) is dropped from the pool
   // and the next operation opens a new one; without a listener it would crash the process.
   pool.on('error', () => {});
+  // The pool listens only to idle connections: one an operation holds, between two of its
+  // statements, when the server ends it (a restart sends FATAL 57P01, then closes) would
+  // emit 'error' with no listener and crash the process. The operation learns of it from
+  // its next statement, which rejects, and discards the connection (PostgresLedger.abandon).
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 
