@@ -28,11 +28,25 @@ export interface RetentionFlags {
   retain: number | 'off';
 }
 
-function retainOption(value: string): number | 'off' {
-  if (value === 'off') return 'off';
-  const ms = durationOption(value);
-  if (ms <= 0) throw new InvalidArgumentError('expected a duration above 0 (e.g. 14d, 36h), or off');
-  return ms;
+/** A duration above 0, or off; `examples` show the usual scale in the error. */
+function durationOrOff(examples: string): (value: string) => number | 'off' {
+  return (value) => {
+    if (value === 'off') return 'off';
+    const ms = durationOption(value);
+    if (ms <= 0) throw new InvalidArgumentError(`expected a duration above 0 (e.g. ${examples}), or off`);
+    return ms;
+  };
+}
+
+const retainOption = durationOrOff('14d, 36h');
+
+export interface GrantWindowFlags {
+  grantWindow: number | 'off';
+}
+
+/** The ledger's abandoned-grant window the flag asks for (null: off). */
+export function grantWindowMsFrom(flags: GrantWindowFlags): { grantWindowMs: number | null } {
+  return { grantWindowMs: flags.grantWindow === 'off' ? null : flags.grantWindow };
 }
 
 /** How long ended jobs are kept, the same on `planrun orchestrator` and `planrun up`. */
@@ -66,6 +80,17 @@ export function addLedgerTimingOptions(command: Command): Command {
       )
         .choices(['fair', 'fifo'])
         .default(defaultLedgerConfig.dispatch),
+    )
+    .addOption(
+      new Option(
+        '--grant-window <duration>',
+        'a lease granted but never renewed this long goes back to queued at the same attempt, without spending it (its worker stopped waiting); off: it runs out with the lease TTL',
+      )
+        .argParser(durationOrOff('15s, 5s'))
+        .default(
+          defaultLedgerConfig.grantWindowMs ?? 'off',
+          defaultLedgerConfig.grantWindowMs === null ? 'off' : formatDuration(defaultLedgerConfig.grantWindowMs),
+        ),
     );
 }
 

@@ -95,6 +95,9 @@ describe('planrun usage errors', () => {
     const slowHeartbeat = planrun('up', '--heartbeat-interval', '1m', '--port', '1');
     assert.equal(slowHeartbeat.code, 2);
     assert.match(slowHeartbeat.stderr, /--lease-ttl 90s is shorter than 2 × --heartbeat-interval 1m/);
+    const noWindow = planrun('orchestrator', '--grant-window', '0s');
+    assert.equal(noWindow.code, 2);
+    assert.match(noWindow.stderr, /--grant-window.*expected a duration above 0 \(e\.g\. 15s, 5s\), or off/);
     assert.equal(existsSync(join(cwd.path, '.planrun')), false);
   });
 });
@@ -108,6 +111,8 @@ describe('planrun --help', () => {
     assert.match(up, /--sweep-interval <duration> .*? \(default: 1s\)/);
     const orchestrator = planrun('orchestrator', '--help').flat;
     assert.match(orchestrator, /--redispatch-after <duration> .*? \(default: 5m\)/);
+    assert.match(orchestrator, /--grant-window <duration> .*? \(default: 15s\)/);
+    assert.match(up, /--grant-window <duration> .*? \(default: 15s\)/);
     const worker = planrun('worker', '--help').flat;
     assert.match(worker, /--output-reserve <size> .*? \(default: 64m\)/);
     assert.match(worker, /--abort-grace <duration> .*? \(default: 10s\)/);

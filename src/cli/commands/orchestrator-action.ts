@@ -8,7 +8,7 @@ import { Topology } from '../../topology.js';
 import { loadInstrument } from '../instrument.js';
 import { amqpUrlFrom, queueTypeFrom } from '../amqp-url.js';
 import { ledgerChoice, metricsListener, UsageError } from '../options.js';
-import { retainMsFrom, submitTenantFrom } from '../service-options.js';
+import { grantWindowMsFrom, retainMsFrom, submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { OrchestratorFlags } from './orchestrator.js';
 
@@ -51,6 +51,7 @@ export async function runOrchestrator(flags: OrchestratorFlags): Promise<void> {
       backoffBaseMs: flags.backoff,
       dispatch: flags.dispatch,
       redispatchAfterMs: flags.redispatchAfter,
+      ...grantWindowMsFrom(flags),
     },
     sweepIntervalMs: flags.sweepInterval,
     host: flags.host,

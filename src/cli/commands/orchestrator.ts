@@ -10,11 +10,12 @@ import {
   addListenOptions,
   addRetentionOptions,
   addSubmitTenantOptions,
+  type GrantWindowFlags,
   type RetentionFlags,
   type SubmitTenantFlags,
 } from '../service-options.js';
 
-export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, RetentionFlags {
+export interface OrchestratorFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, RetentionFlags, GrantWindowFlags {
   brokerSocket?: string;
   consumerTimeout?: number;
   ledger?: string;

@@ -9,7 +9,7 @@ import { amqpUrlFrom, queueTypeFrom } from '../amqp-url.js';
 import { checkJobModules } from '../job-modules.js';
 import { describeSandbox, sandboxArgs, sandboxPolicy } from '../sandbox-options.js';
 import { checkLeaseTiming, ledgerChoice, metricsListener } from '../options.js';
-import { retainMsFrom, submitTenantFrom } from '../service-options.js';
+import { grantWindowMsFrom, retainMsFrom, submitTenantFrom } from '../service-options.js';
 import { objectStoreFrom, storeCleanupFrom } from '../store-options.js';
 import type { UpFlags } from './up.js';
 
@@ -55,6 +55,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
       defaultMaxAttempts: flags.maxAttempts,
       backoffBaseMs: flags.backoff,
       dispatch: flags.dispatch,
+      ...grantWindowMsFrom(flags),
     },
     sweepIntervalMs: flags.sweepInterval,
     heartbeatIntervalMs: flags.heartbeatInterval,

@@ -9,12 +9,13 @@ import {
   addListenOptions,
   addRetentionOptions,
   addSubmitTenantOptions,
+  type GrantWindowFlags,
   type RetentionFlags,
   type SubmitTenantFlags,
 } from '../service-options.js';
 import { addSandboxOptions, type SandboxFlags } from '../sandbox-options.js';
 
-export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, SandboxFlags, RetentionFlags {
+export interface UpFlags extends StoreFlags, AmqpFlags, SubmitTenantFlags, SandboxFlags, RetentionFlags, GrantWindowFlags {
   ledger?: string;
   dataDir: string;
   host: string;
