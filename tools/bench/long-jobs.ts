@@ -114,6 +114,13 @@ export async function measureHeartbeats(profile: BenchProfile): Promise<Heartbea
   }
 }
 
+/**
+ * The sweep rows expire leases whose holders stopped heartbeating; the leases are granted
+ * and never renewed, which the abandoned-grant window would take back first as grants
+ * never taken up: without it, they run out with their TTL as a dead worker's do.
+ */
+const sweptLeaseConfig = { leaseTtlMs, grantWindowMs: null };
+
 /** One pass expiring every lease of a fresh ledger, timed. */
 async function timeOnePass(ledger: Ledger, clock: ManualClock, profile: BenchProfile): Promise<number> {
   await holdLeases(ledger, profile.sweepLeases, profile.heartbeatWorkers, profile.submitChunk);
@@ -128,7 +135,7 @@ async function timeOnePass(ledger: Ledger, clock: ManualClock, profile: BenchPro
 export async function measureSweep(profile: BenchProfile, env: BenchEnvironment): Promise<SweepResult> {
   const dir = tempDir('planrun-bench-sweep-');
   const clock = new ManualClock(Date.now());
-  const open = (name: string) => openSqliteLedger({ path: join(dir.path, name), clock, config: { leaseTtlMs } });
+  const open = (name: string) => openSqliteLedger({ path: join(dir.path, name), clock, config: sweptLeaseConfig });
   const ledgers: Ledger[] = [];
   try {
     // One ledger sweep pass with room for every expired lease.
@@ -227,7 +234,7 @@ export async function measureQueued(profile: BenchProfile): Promise<QueuedResult
 /** Runs `body` on a PostgreSQL ledger in a schema of its own, dropped afterwards. */
 async function onPostgres<T>(url: string, clock: ManualClock, body: (ledger: Ledger) => Promise<T>): Promise<T> {
   const schema = `planrun_bench_${randomBytes(4).toString('hex')}`;
-  const ledger = await openPostgresLedger({ connectionString: url, schema, clock, config: { leaseTtlMs } });
+  const ledger = await openPostgresLedger({ connectionString: url, schema, clock, config: sweptLeaseConfig });
   try {
     return await body(ledger);
   } finally {
