@@ -66,19 +66,10 @@ export class OrchestratorMetrics {
         this.set((await ledger.countJobsByState()).running);
       },
     });
-    // prom-client collects every metric of a scrape at once: both gauges await one read.
-    let readingOutbox: ReturnType<Ledger['outboxStats']> | undefined;
-    const outboxStats = () =>
-      (readingOutbox ??= ledger.outboxStats().finally(() => {
-        readingOutbox = undefined;
-      }));
+    const outboxStats = oneReadPerScrape(() => ledger.outboxStats());
     // Fair dispatch: what each tenant has waiting and running per type, and the limits set.
     const typeLabels = types;
-    let readingDispatch: ReturnType<Ledger['dispatchState']> | undefined;
-    const dispatchState = () =>
-      (readingDispatch ??= ledger.dispatchState().finally(() => {
-        readingDispatch = undefined;
-      }));
+    const dispatchState = oneReadPerScrape(() => ledger.dispatchState());
     new Gauge({
       name: 'planrun_tenant_jobs',
       help: 'Jobs per tenant and type: queued (due, waiting for the dispatcher) and running (live leases)',
@@ -198,11 +189,7 @@ export class OrchestratorMetrics {
   private registerActiveJobGauges(ledger: Ledger, tenantLabel: boolean): void {
     const clock = this.clock;
     const types = this.types;
-    let reading: Promise<ActiveJobCount[]> | undefined;
-    const read = () =>
-      (reading ??= ledger.countActiveJobs().finally(() => {
-        reading = undefined;
-      }));
+    const read = oneReadPerScrape(() => ledger.countActiveJobs());
     const labelNames = tenantLabel ? (['type', 'tenant'] as const) : (['type'] as const);
     const labelsOf = (row: ActiveJobCount) => ({ type: types.of(row.type), ...(tenantLabel ? { tenant: row.tenant } : {}) });
     // A series whose type (or tenant) has no such jobs left reads 0, not its last value:
@@ -316,4 +303,17 @@ export class OrchestratorMetrics {
   async render(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
+}
+
+/**
+ * prom-client collects every metric of a scrape at once: the gauges built on one ledger
+ * read share it (the first to ask starts it, the others await the same one), so they agree
+ * and the ledger is read once per scrape, not once per gauge.
+ */
+function oneReadPerScrape<T>(read: () => Promise<T>): () => Promise<T> {
+  let reading: Promise<T> | undefined;
+  return () =>
+    (reading ??= read().finally(() => {
+      reading = undefined;
+    }));
 }
