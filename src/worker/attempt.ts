@@ -81,6 +81,11 @@ export class Attempt {
     private readonly type: JobType,
   ) {}
 
+  /** Why the lease was lost, if it was (a refused settle included). */
+  get lostReason(): LeaseLossReason | undefined {
+    return this.lost;
+  }
+
   /** The job's code returned: its outcome is being fenced, stored or settled, so it is not handed back. */
   get returned(): boolean {
     return this.codeReturned;
@@ -345,6 +350,7 @@ export class Attempt {
           // An earlier try of this same settle was applied; its reply was lost on the way.
           context.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: 'ended', transition: 'unknown' });
         } else {
+          this.lost ??= reply.reason;
           context.events.emit({ type: 'settle_refused', jobId: lease.jobId, attempt: lease.attempt, reason: reply.reason });
         }
         return;

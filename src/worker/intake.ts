@@ -145,6 +145,14 @@ export class Intake {
     await Promise.allSettled(subscriptions.map((s) => s.cancel()));
   }
 
+  /**
+   * The lease of this attempt was superseded here: its grant was abandoned (or the job
+   * moved on), so a work message for the same attempt sent again is new work, not a copy.
+   */
+  forgetSuperseded(jobId: string, attempt: number): void {
+    this.dedup.forget(jobId, attempt);
+  }
+
   /** Forgets the deliveries held back, timers and all; cancelling the subscriptions hands their messages back. */
   dropWaiting(): void {
     for (const timer of this.pendingTimers) clearTimeout(timer);
@@ -169,6 +177,12 @@ export class Intake {
     const local = host.runningAttempt(work.jobId);
     if (local !== undefined && local !== work.attempt) {
       // Another attempt of this job is still winding down here: let another worker (or later) take this one.
+      this.giveBack(delivery);
+      return;
+    }
+    if (local !== undefined && this.options.leases.get(work.jobId)?.takenUp === false) {
+      // Its grant is not taken up yet, and may have been abandoned and this message sent
+      // again for the same attempt: held back, it comes back once the ledger has said which.
       this.giveBack(delivery);
       return;
     }

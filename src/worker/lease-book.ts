@@ -12,6 +12,12 @@ export interface HeldLease {
    * off the TTL (see deadlineFor).
    */
   localDeadline: number;
+  /**
+   * A heartbeat's answer renewed it: the ledger counts the grant as taken up. Until then
+   * the ledger takes the grant back once its grant window passes (edge abandon), so the
+   * worker keeps sending the heartbeat after a grant until one is answered (Worker).
+   */
+  takenUp: boolean;
   /** `presigned`: the orchestrator has an object store, and outputs go only where a live fence answer says. */
   store?: 'presigned';
   /** Aborts the job when the lease is lost. */
@@ -33,8 +39,8 @@ export class LeaseBook {
     return sentAt + ttlMs * (1 - this.safetyFraction);
   }
 
-  add(lease: Omit<HeldLease, 'abort' | 'localDeadline'>, sentAt: number, ttlMs: number): HeldLease {
-    const held: HeldLease = { ...lease, localDeadline: this.deadlineFor(sentAt, ttlMs), abort: new AbortController() };
+  add(lease: Omit<HeldLease, 'abort' | 'localDeadline' | 'takenUp'>, sentAt: number, ttlMs: number): HeldLease {
+    const held: HeldLease = { ...lease, localDeadline: this.deadlineFor(sentAt, ttlMs), takenUp: false, abort: new AbortController() };
     this.leases.set(lease.jobId, held);
     return held;
   }
@@ -55,12 +61,18 @@ export class LeaseBook {
   renewed(jobId: string, attempt: number, sentAt: number, ttlMs: number): void {
     const lease = this.leases.get(jobId);
     if (!lease || lease.attempt !== attempt) return;
+    lease.takenUp = true;
     lease.localDeadline = Math.max(lease.localDeadline, this.deadlineFor(sentAt, ttlMs));
   }
 
   /** Whether this worker may still act on the lease by its own clock. */
   isLocallyLive(lease: HeldLease): boolean {
     return this.clock.now() < lease.localDeadline;
+  }
+
+  /** Leases whose grant no heartbeat answer has renewed yet, still live by the local clock and not lost. */
+  notTakenUp(): HeldLease[] {
+    return this.all().filter((lease) => !lease.takenUp && !lease.abort.signal.aborted && this.isLocallyLive(lease));
   }
 
   /** The leases whose local deadline has passed. */

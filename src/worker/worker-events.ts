@@ -48,6 +48,8 @@ export type WorkerEvent =
   | { type: 'handed_back'; jobId: string; attempt: number; code: string; outcome: HandBackOutcome }
   | { type: 'job_done'; jobId: string; attempt: number }
   | { type: 'heartbeat'; renewed: number; lost: number }
+  /** The heartbeat after a grant went unanswered while `leases` grants were not taken up yet: it is sent again. */
+  | { type: 'grant_heartbeat_retried'; leases: number }
   | { type: 'fatal'; error: SerializedError };
 
 export class WorkerEvents extends Listeners<WorkerEvent> {}

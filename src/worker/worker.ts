@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Broker } from '../broker/broker.js';
 import { type Clock, systemClock } from '../core/clock.js';
@@ -108,6 +109,8 @@ export class Worker {
   private deadlineTimer: NodeJS.Timeout | undefined;
   /** A heartbeat asked for by a grant is in flight / another one is wanted after it (see heartbeatAfterGrant). */
   private grantHeartbeat: 'idle' | 'in_flight' | 'again' = 'idle';
+  /** The worker stopped or stops: no heartbeat after a grant is sent again. */
+  private heartbeatsStopped = false;
   private idle: (() => void) | undefined;
 
   constructor(private readonly options: WorkerOptions) {
@@ -162,7 +165,10 @@ export class Worker {
       logFlushMs: this.timing.logFlushMs,
       controlTimeoutMs: this.timing.controlTimeoutMs,
       fatal: (attempt, error) => this.fatal(attempt, error),
-      forget: (attempt) => this.running.delete(attempt.lease.jobId),
+      forget: (attempt) => {
+        this.running.delete(attempt.lease.jobId);
+        if (attempt.lostReason === 'superseded') this.intake.forgetSuperseded(attempt.lease.jobId, attempt.lease.attempt);
+      },
     };
   }
 
@@ -216,6 +222,7 @@ export class Worker {
   }
 
   private stopTimers(): void {
+    this.heartbeatsStopped = true;
     clearInterval(this.heartbeatTimer);
     clearInterval(this.deadlineTimer);
     this.intake.dropWaiting();
@@ -251,16 +258,38 @@ export class Worker {
       return;
     }
     this.grantHeartbeat = 'in_flight';
-    void this.heartbeat().finally(() => {
+    void this.takeUpGrants().finally(() => {
       const again = this.grantHeartbeat === 'again';
       this.grantHeartbeat = 'idle';
       if (again) this.heartbeatAfterGrant();
     });
   }
 
-  /** One heartbeat renews every lease this worker holds. */
-  private async heartbeat(): Promise<void> {
-    if (this.intake.closed && this.running.size === 0) return;
+  /**
+   * The heartbeat after a grant, sent again at each control timeout while it goes
+   * unanswered (lost on the way, or its reply lost) and a grant it names is still not
+   * taken up: the ledger takes back a grant nobody renewed within its grant window (edge
+   * abandon, 15 s by default), and the next timed heartbeat may come later than that. An
+   * answer that the lease was superseded (the window had passed) stops the job as any lost
+   * lease does. Bounded by the leases' local deadlines: past them the job is stopped anyway.
+   */
+  private async takeUpGrants(): Promise<void> {
+    for (;;) {
+      const sentAt = this.clock.now();
+      if ((await this.heartbeat()) !== 'unanswered') return;
+      // A heartbeat that failed at once (the broker connection is down) is tried again no sooner.
+      const rest = sentAt + this.timing.controlTimeoutMs - this.clock.now();
+      if (rest > 0) await delay(rest, undefined, { ref: false });
+      // A timed heartbeat may have taken them up meanwhile.
+      const notTakenUp = this.leases.notTakenUp();
+      if (this.heartbeatsStopped || notTakenUp.length === 0) return;
+      this.events.emit({ type: 'grant_heartbeat_retried', leases: notTakenUp.length });
+    }
+  }
+
+  /** One heartbeat renews every lease this worker holds. Says whether it went unanswered (worth sending again). */
+  private async heartbeat(): Promise<'answered' | 'unanswered' | 'refused'> {
+    if (this.intake.closed && this.running.size === 0) return 'answered';
     const held = this.leases.all();
     const sentAt = this.clock.now();
     try {
@@ -275,9 +304,11 @@ export class Worker {
       for (const { jobId, attempt } of reply.renewed) this.leases.renewed(jobId, attempt, sentAt, reply.ttlMs);
       for (const { jobId, attempt, reason } of reply.lost) this.loseLease(jobId, attempt, reason);
       this.events.emit({ type: 'heartbeat', renewed: reply.renewed.length, lost: reply.lost.length });
+      return 'answered';
     } catch (error) {
-      if (this.refusedAsWorker(error)) return;
+      if (this.refusedAsWorker(error)) return 'refused';
       this.options.logger.warn({ err: describeError(error) }, 'heartbeat not answered; leases hold until their local deadlines');
+      return error instanceof ControlError && error.code !== ControlErrorCode.ledgerUnavailable ? 'refused' : 'unanswered';
     }
   }
 
