@@ -442,7 +442,7 @@ describe('chaos checker', () => {
     );
     const clean = check(regranted);
     assert.deepEqual(violated(clean), []);
-    assert.ok(clean.notices.some((n) => /1 lease grant\(s\) were never taken up/.test(n)));
+    assert.deepEqual(clean.abandons, { grants: 1, ran: 0, refused: 0 });
 
     const renewed = at(2650, 'orchestrator', 2, {
       kind: 'control',
@@ -459,6 +459,121 @@ describe('chaos checker', () => {
     );
     assert.ok(violated(report).includes('one-lease-per-attempt'));
     assert.match(invariant(report, 'one-lease-per-attempt').violations[0]!.message, /lease 1 had been taken up \(heartbeat accepted\): two live tokens/);
+  });
+
+  it('counts an abandoned grant that its worker had started, its token refused as superseded, and reports a refusal that says otherwise', () => {
+    // wC's grant of attempt 2 was answered, wC started it, its heartbeat came after the
+    // grant window: refused superseded (the ledger had taken the grant back and granted
+    // attempt 2 again to wB); so was wC's settle.
+    const abandoned = [
+      at(2600, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'lease',
+        req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker: 'wC' },
+        ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2-abandoned' },
+      }),
+      at(2601, 'w3', 13, { kind: 'worker_event', worker: 'wC', ev: { type: 'lease_granted', jobId: 'j1', attempt: 2, token: 't2-abandoned' } }),
+    ];
+    const heard = (reason: string) => [
+      at(2750, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'heartbeat',
+        req: { op: 'heartbeat', worker: 'wC', slots: 1, leases: [{ jobId: 'j1', attempt: 2, token: 't2-abandoned', tenant: 'acme' }] },
+        ans: { op: 'heartbeat', ttlMs: 1000, renewed: [], lost: [{ jobId: 'j1', attempt: 2, reason }] },
+      }),
+      at(2751, 'w3', 13, { kind: 'worker_event', worker: 'wC', ev: { type: 'lease_lost', jobId: 'j1', attempt: 2, reason } }),
+      at(2760, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'settle',
+        req: { op: 'settle', jobId: 'j1', attempt: 2, tenant: 'acme', token: 't2-abandoned', outcome: { kind: 'failed' } },
+        ans: { op: 'settle', jobId: 'j1', attempt: 2, accepted: false, reason: 'superseded' },
+      }),
+    ];
+    const history = (reason: string) =>
+      edit(
+        cleanHistory(),
+        (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+        (e) => [...abandoned, e, ...heard(reason)],
+      );
+
+    const report = check(history('superseded'));
+    assert.deepEqual(violated(report), []);
+    assert.deepEqual(report.abandons, { grants: 1, ran: 1, refused: 2 });
+
+    const wrong = check(history('expired'));
+    assert.deepEqual(violated(wrong), ['one-lease-per-attempt']);
+    assert.match(
+      invariant(wrong, 'one-lease-per-attempt').violations[0]!.message,
+      /a heartbeat naming the abandoned grant t2-abandoned of j1 was refused as expired, not superseded/,
+    );
+  });
+
+  it("counts an abandoned grant's slot against its tenant's running limit, for as long as it surely held it", () => {
+    const limited = (events: Event[]) =>
+      events.map((e) => (e.kind === 'run_config' ? { ...e, config: { ...config, grantWindowMs: 500, tenantLimits: { acme: 1 } } } : e));
+    const grantAt = (t: number) =>
+      at(t, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'lease',
+        req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker: 'wC' },
+        ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2-abandoned' },
+        receivedAt: t - 10,
+      });
+    const withGrant = (t: number) =>
+      limited(
+        edit(
+          cleanHistory(),
+          (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+          (e) => [grantAt(t), e],
+        ),
+      );
+    // Granted after attempt 1 ended (2500), taken back before attempt 2's grant (2700): one at a time.
+    assert.deepEqual(violated(check(withGrant(2600))), []);
+    // Granted while attempt 1 still held its lease: two at once, over a limit of 1.
+    const report = check(withGrant(2400));
+    assert.deepEqual(violated(report), ['limits']);
+    assert.match(invariant(report, 'limits').violations[0]!.message, /tenant acme: 2 live leases .*abandoned grant t2-abandoned/);
+  });
+
+  it("takes a forged lease with the fleet key granted after an abandoned grant (the job queued again) as no theft, and an abandoned run as one of its attempt's runs", () => {
+    const grant = (t: number, worker: string, token: string) =>
+      at(t, 'orchestrator', 2, {
+        kind: 'control',
+        op: 'lease',
+        req: { op: 'lease', jobId: 'j1', attempt: 2, tenant: 'acme', worker },
+        ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token },
+      });
+    const forged = at(2651, 'runner', 1, {
+      kind: 'forgery',
+      op: 'lease',
+      withKey: true,
+      impersonates: true,
+      req: { op: 'lease', jobId: 'j1', attempt: 2, worker: 'wB' },
+      ans: { op: 'lease', jobId: 'j1', attempt: 2, granted: true, token: 't2-forged' },
+    });
+    // wC ran its abandoned grant and wrote other bytes before it heard; wB's run is the one settled.
+    const abandonedRun = [
+      at(2601, 'w3', 13, { kind: 'worker_event', worker: 'wC', ev: { type: 'lease_granted', jobId: 'j1', attempt: 2, token: 't2-abandoned' } }),
+      at(2610, 'job', 23, { kind: 'run_start', jobId: 'j1', attempt: 2, tenant: 'acme', behaviour: 'ok', ppid: 13 }),
+      at(2640, 'job', 23, { kind: 'run_output', jobId: 'j1', attempt: 2, bytes: 1000, sha256: 'abandoned-bytes' }),
+    ];
+    const events = edit(
+      cleanHistory(),
+      (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+      (e) => [grant(2600, 'wC', 't2-abandoned'), ...abandonedRun, grant(2650, 'wB', 't2-forged'), forged, e],
+    );
+    const report = check(events);
+    assert.deepEqual(violated(report), []);
+    assert.deepEqual(report.abandons, { grants: 2, ran: 1, refused: 0 });
+    assert.match(invariant(report, 'forgeries-refused').note ?? '', /1 forged leases with the fleet key were granted jobs whose grant had just been abandoned/);
+
+    // The same forged grant as the attempt's first lease took a job nobody had abandoned.
+    const first = edit(
+      cleanHistory(),
+      (e) => e.kind === 'control' && e.op === 'lease' && e.req.attempt === 2,
+      (e) => [e, forged],
+    );
+    assert.ok(violated(check(first)).includes('forgeries-refused'));
   });
 
   it('reports the same attempt leased twice', () => {

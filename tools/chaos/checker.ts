@@ -63,9 +63,20 @@ export interface CheckReport {
   };
   timing: { startedAt: number; lastHealAt: number; lastTerminalAt: number; livenessBoundMs: number; maxLagAfterHealMs: number };
   notices: string[];
+  /** Grants taken back at the same attempt (edge abandon), as the control history shows them. */
+  abandons: AbandonSummary;
   invariants: InvariantResult[];
   /** `--profile ha`: the failover figures (failover.ts), measured by the run. */
   failover?: FailoverReport;
+}
+
+export interface AbandonSummary {
+  /** Grants never taken up and granted again at the same attempt: each one an abandon, no attempt spent. */
+  grants: number;
+  /** Of those, the grants a worker had started to run (it heard of the abandon later, and stopped the job). */
+  ran: number;
+  /** Requests naming an abandoned grant's token after it was granted: every one refused. */
+  refused: number;
 }
 
 /** Tolerances, in ms. */
@@ -156,6 +167,7 @@ export function check(history: readonly HistoryEvent[]): CheckReport {
       maxLagAfterHealMs: ctx.lastTerminalAt > 0 ? Math.max(0, ctx.lastTerminalAt - ctx.lastHealAt) : 0,
     },
     notices: ctx.notices(),
+    abandons: abandonSummary(ctx),
     invariants,
   };
 }
@@ -397,17 +409,14 @@ class Context {
     const notes: string[] = [];
     // Grants nobody took up: the worker had given up on its request (timed out, message
     // given back) by the time the answer came. Not unsafe: the sweep takes them back at the
-    // same attempt (abandon) once the grant window passes, or, without one, the lease
-    // expires unrenewed and costs an attempt.
-    let orphans = 0;
+    // same attempt (abandon, counted in the report's abandons) once the grant window
+    // passes, or, without one, the lease expires unrenewed and costs an attempt.
     let expired = 0;
-    for (const [k, list] of attemptLeases(this)) {
+    for (const k of attemptLeases(this).keys()) {
       const [jobId, attempt] = [k.split('@')[0]!, Number(k.split('@')[1])];
       const taken = this.workerEvents(jobId).some((e) => e.ev.type === 'lease_granted' && e.ev.attempt === attempt);
-      orphans += list.length - 1;
       if (!taken && this.ledger.get(jobId)?.attempts.find((a) => a.attempt === attempt)?.outcome === 'expired') expired++;
     }
-    if (orphans > 0) notes.push(`${orphans} lease grant(s) were never taken up and went back to the queue at the same attempt (abandon)`);
     if (expired > 0)
       notes.push(`${expired} lease grant(s) reached no worker (the request had timed out on the worker's side) and expired; each cost an attempt`);
     const unacked = this.history.filter((e) => e.kind === 'submit' && !e.acked).length;
@@ -612,6 +621,38 @@ function abandonedLeases(leases: Map<string, AttemptLease[]>): Set<string> {
   return tokens;
 }
 
+/** One refusal of a request that named an abandoned grant's token, with the reason given. */
+interface AbandonedTokenRefusal {
+  jobId: string;
+  token: string;
+  reason: string;
+  control: HistoryEventOf<'control'>;
+}
+
+/** Every refusal of a request naming one of `tokens`: a heartbeat's lost lease, or a refused progress, log, fence, settle... */
+function refusalsOf(ctx: Context, tokens: Set<string>): AbandonedTokenRefusal[] {
+  const refusals: AbandonedTokenRefusal[] = [];
+  for (const c of ctx.controls) {
+    if (c.op === 'heartbeat' && Array.isArray(c.req.leases) && Array.isArray(c.ans.lost)) {
+      const named = new Map((c.req.leases as Array<{ jobId: string; attempt: number; token: string }>).map((l) => [`${l.jobId}@${l.attempt}`, l.token]));
+      for (const lost of c.ans.lost as Array<{ jobId: string; attempt: number; reason: string }>) {
+        const token = named.get(`${lost.jobId}@${lost.attempt}`);
+        if (token !== undefined && tokens.has(token)) refusals.push({ jobId: lost.jobId, token, reason: lost.reason, control: c });
+      }
+    } else if (c.op !== 'lease' && typeof c.req.token === 'string' && tokens.has(c.req.token) && (c.ans.accepted === false || c.ans.live === false)) {
+      refusals.push({ jobId: String(c.req.jobId), token: c.req.token, reason: String(c.ans.reason), control: c });
+    }
+  }
+  return refusals;
+}
+
+function abandonSummary(ctx: Context): AbandonSummary {
+  const abandoned = abandonedLeases(attemptLeases(ctx));
+  const ran = new Set<string>();
+  for (const e of ctx.history) if (e.kind === 'worker_event' && e.ev.type === 'lease_granted' && abandoned.has(e.ev.token)) ran.add(e.ev.token);
+  return { grants: abandoned.size, ran: ran.size, refused: refusalsOf(ctx, abandoned).length };
+}
+
 function oneLeasePerAttempt(ctx: Context): InvariantResult {
   const violations: Violation[] = [];
   // Two leases for one attempt are one abandoned grant and the next: the earlier one must
@@ -641,6 +682,17 @@ function oneLeasePerAttempt(ctx: Context): InvariantResult {
       });
     }
   }
+  // An abandoned grant's token is dead: whatever names it is refused as superseded (ended,
+  // once the job has ended), never as expired: the abandon cleared its deadline.
+  for (const refusal of refusalsOf(ctx, abandonedLeases(leases))) {
+    if (refusal.reason === 'superseded' || refusal.reason === 'ended') continue;
+    violations.push({
+      jobId: refusal.jobId,
+      message: `a ${refusal.control.op} naming the abandoned grant ${refusal.token} of ${refusal.jobId} was refused as ${refusal.reason}, not superseded`,
+      focus: [refusal.control, ...ctx.ledgerEvent(refusal.jobId)],
+      events: ctx.eventsOf(refusal.jobId),
+    });
+  }
   // Each lease runs at most once: a run of an abandoned grant (its answer came late, its
   // renewal was lost) is followed by the run of the next lease of the same attempt.
   const runs = new Map<string, number>();
@@ -655,7 +707,7 @@ function oneLeasePerAttempt(ctx: Context): InvariantResult {
   return result(
     'one-lease-per-attempt',
     'G2',
-    'each attempt is leased once (again only after an abandoned grant, never taken up) and each lease runs once',
+    'each attempt is leased once (again only after an abandoned grant, never taken up, whose token is then refused as superseded) and each lease runs once',
     leases.size + runs.size,
     violations,
   );
@@ -975,16 +1027,18 @@ function outputMatches(ctx: Context): InvariantResult {
     if (data.attempt !== job.attempt) problems.push(`the result was made by attempt ${data.attempt}, the job settled as attempt ${job.attempt}`);
     const outputs = job.result?.outputs ?? {};
     if (Object.keys(outputs).length === 0) problems.push('the result names no output');
-    const written = ctx.eventsOf(job.id).find((e): e is HistoryEventOf<'run_output'> => e.kind === 'run_output' && e.attempt === job.attempt);
-    if (written && data.sha256 !== written.sha256) problems.push(`the result's digest is not the one attempt ${job.attempt} wrote`);
+    // An attempt runs more than once after an abandoned grant: the result is one of its runs'.
+    const written = ctx.eventsOf(job.id).filter((e): e is HistoryEventOf<'run_output'> => e.kind === 'run_output' && e.attempt === job.attempt);
+    if (written.length > 0 && !written.some((w) => w.sha256 === data.sha256)) problems.push(`the result's digest is not the one attempt ${job.attempt} wrote`);
     // Where the result carries outputFiles, each must name the same location, and the
     // sha256 (and size) of the file found there and of the file the worker stored.
     const files = job.result?.outputFiles;
+    const settledBy = ctx.ledger.get(job.id)?.attempts.find((a) => a.attempt === job.attempt)?.worker;
     const storedBySettled = ctx
       .eventsOf(job.id)
       .find(
         (e): e is HistoryEventOf<'worker_event'> & { ev: { type: 'output_stored' } } =>
-          e.kind === 'worker_event' && e.ev.type === 'output_stored' && e.ev.attempt === job.attempt,
+          e.kind === 'worker_event' && e.ev.type === 'output_stored' && e.ev.attempt === job.attempt && (settledBy === undefined || e.worker === settledBy),
       );
     for (const [name, path] of Object.entries(outputs)) {
       if (outputRoot !== undefined && !path.startsWith(`${outputRoot}/${job.tenant}/${job.id}/${job.attempt}/`)) {
@@ -1376,7 +1430,7 @@ function admission(ctx: Context): InvariantResult {
  * its tenant is released; ends are taken before starts at the same instant.
  */
 function limitsHeld(ctx: Context): InvariantResult {
-  const title = "never more live leases than a tenant's running limit or a concurrency key's limit";
+  const title = "never more live leases than a tenant's running limit or a concurrency key's limit (abandoned grants included)";
   if (!ctx.hasLedger) return noLedger('limits', 'G7', title);
   const groups = new Map<string, { limit: number; what: string; spans: Array<{ from: number; to: number; ref: string; jobId: string }> }>();
   const add = (key: string, limit: number, what: string, span: { from: number; to: number; ref: string; jobId: string }) => {
@@ -1385,14 +1439,29 @@ function limitsHeld(ctx: Context): InvariantResult {
     group.spans.push(span);
   };
   let checked = 0;
+  const addSpan = (job: Job, span: { from: number; to: number; ref: string; jobId: string }) => {
+    checked++;
+    const tenantLimit = ctx.config?.tenantLimits?.[job.tenant];
+    if (tenantLimit !== undefined) add(`tenant:${job.tenant}`, tenantLimit, `tenant ${job.tenant}`, span);
+    if (job.concurrencyKey != null)
+      add(`key:${job.tenant}:${job.concurrencyKey}`, job.concurrencyLimit ?? 1, `key ${job.concurrencyKey} of ${job.tenant}`, span);
+  };
   for (const { job, attempts } of ctx.ledger.values()) {
     for (const attempt of attempts) {
-      checked++;
-      const span = { from: attempt.startedAt, to: attempt.endedAt ?? Infinity, ref: `${job.id}@${attempt.attempt}`, jobId: job.id };
-      const tenantLimit = ctx.config?.tenantLimits?.[job.tenant];
-      if (tenantLimit !== undefined) add(`tenant:${job.tenant}`, tenantLimit, `tenant ${job.tenant}`, span);
-      if (job.concurrencyKey != null)
-        add(`key:${job.tenant}:${job.concurrencyKey}`, job.concurrencyLimit ?? 1, `key ${job.concurrencyKey} of ${job.tenant}`, span);
+      addSpan(job, { from: attempt.startedAt, to: attempt.endedAt ?? Infinity, ref: `${job.id}@${attempt.attempt}`, jobId: job.id });
+    }
+  }
+  // An abandoned grant left no attempt record, but held its slot until the sweep took it
+  // back: at least from its answer until its grant window had passed since its request came.
+  const windowMs = ctx.config?.grantWindowMs === undefined ? 15_000 : ctx.config.grantWindowMs;
+  for (const [k, list] of attemptLeases(ctx)) {
+    const job = ctx.ledger.get(k.split('@')[0]!)?.job;
+    if (!job || windowMs === null) continue;
+    for (const [i, lease] of list.slice(0, -1).entries()) {
+      const grant = lease.grants[0]!;
+      const next = list[i + 1]!.grants[0]!;
+      const to = Math.min((grant.receivedAt ?? grant.t) + windowMs, next.receivedAt ?? next.t);
+      if (to > grant.t) addSpan(job, { from: grant.t, to, ref: `${k} (abandoned grant ${lease.token})`, jobId: job.id });
     }
   }
   const violations: Violation[] = [];
@@ -1516,10 +1585,19 @@ function forgeriesRefused(ctx: Context): InvariantResult {
     "no forged control request is accepted: a lease without the holder's secret, a heartbeat for another live worker, a settle or an inputs request with a guessed token, anything without the fleet key";
   const violations: Violation[] = [];
   let checked = 0;
+  // A lease granted after an abandoned grant of the same attempt found its job queued again:
+  // the fleet key lets an insider lease queued work, so no running job's lease was taken.
+  const afterAbandon = new Set<string>();
+  for (const list of attemptLeases(ctx).values()) for (const lease of list.slice(1)) afterAbandon.add(lease.token);
+  let queuedAgain = 0;
   for (const event of ctx.history) {
     if (event.kind !== 'forgery') continue;
     checked++;
     const accepted = forgeryAccepted(event);
+    if (accepted && event.withKey && event.op === 'lease' && afterAbandon.has(String(event.ans.token))) {
+      queuedAgain++;
+      continue;
+    }
     if (accepted) {
       const jobId = typeof event.req.jobId === 'string' ? event.req.jobId : undefined;
       violations.push({
@@ -1534,5 +1612,11 @@ function forgeriesRefused(ctx: Context): InvariantResult {
       violations.push({ jobId: job.id, message: `job ${job.id} stores the adversary's forged result`, events: [event] });
     }
   }
-  return result('forgeries-refused', 'G2/G3', title, checked, violations, checked === 0 ? 'the adversary got no answer during the run' : undefined);
+  const note =
+    checked === 0
+      ? 'the adversary got no answer during the run'
+      : queuedAgain > 0
+        ? `${queuedAgain} forged leases with the fleet key were granted jobs whose grant had just been abandoned (queued again, not running)`
+        : undefined;
+  return result('forgeries-refused', 'G2/G3', title, checked, violations, note);
 }

@@ -39,6 +39,8 @@ export interface RunConfig {
   workers: number;
   slots: number;
   leaseTtlMs: number;
+  /** The orchestrator's `--grant-window` (null: off; older runs: the ledger's default, 15 s). */
+  grantWindowMs?: number | null;
   heartbeatMs: number;
   sweepMs: number;
   backoffMs: number;

@@ -44,6 +44,9 @@ export const usage = `usage: npm run chaos -- [options]
                          removing what losing attempts left after --store-cleanup-grace
                          (default 2s); the output invariants are checked over the store
   --workers N  --slots N  --lease-ttl D  --heartbeat D  --sweep D  --backoff D  --redispatch D
+  --grant-window D|off   the orchestrator's --grant-window (default half the lease TTL:
+                         a grant nobody takes up goes back to queued at the same attempt
+                         before it could expire; the report counts these abandons)
   --faults a,b,...       fault kinds to use (default all that apply): ${faultKinds.join(', ')}
                          (ha: ${haFaultKinds.join(', ')})
   --run-ms MIN-MAX       how long a job works (default 50-1000; long and hang jobs aside)
@@ -87,6 +90,7 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
         sweep: { type: 'string' },
         backoff: { type: 'string' },
         redispatch: { type: 'string' },
+        'grant-window': { type: 'string' },
         faults: { type: 'string' },
         'run-ms': { type: 'string' },
         mix: { type: 'string' },
@@ -133,6 +137,10 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     }
   }
   const leaseTtlMs = duration(values['lease-ttl'], 1000, '--lease-ttl');
+  const grantWindowMs = values['grant-window'] === 'off' ? null : duration(values['grant-window'], Math.round(leaseTtlMs / 2), '--grant-window');
+  if (grantWindowMs !== null && grantWindowMs >= leaseTtlMs) {
+    throw new UsageError(`--grant-window must be shorter than the lease TTL (${leaseTtlMs} ms), or off: a longer one never fires before the lease expires`);
+  }
   const options: ChaosOptions = {
     seed: values.seed ?? String(Date.now() % 1_000_000),
     broker,
@@ -144,6 +152,7 @@ export function parseChaosArgs(argv: string[], log: (message: string) => void): 
     workers: int(values.workers, preset.workers, '--workers', 1),
     slots: int(values.slots, preset.slots, '--slots', 1),
     leaseTtlMs,
+    grantWindowMs,
     heartbeatMs: duration(values.heartbeat, 300, '--heartbeat'),
     sweepMs: duration(values.sweep, 200, '--sweep'),
     backoffMs: duration(values.backoff, 100, '--backoff'),

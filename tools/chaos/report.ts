@@ -19,7 +19,7 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
   if (c) {
     lines.push(
       `planrun chaos: seed ${c.seed}; ${c.broker === 'embedded' ? 'embedded broker' : 'RabbitMQ'}; ${c.jobs} jobs; ${(c.durationMs / 1000).toFixed(0)} s of faults; ${c.workers} workers x ${c.slots} slots; ` +
-        `lease TTL ${c.leaseTtlMs} ms, heartbeat ${c.heartbeatMs} ms, sweep ${c.sweepMs} ms, backoff ${c.backoffMs} ms`,
+        `lease TTL ${c.leaseTtlMs} ms, ${grantWindow(c.grantWindowMs)}, heartbeat ${c.heartbeatMs} ms, sweep ${c.sweepMs} ms, backoff ${c.backoffMs} ms`,
       `fault schedule ${c.faultFingerprint}, jobs ${c.jobFingerprint}; HTTP submissions ${c.httpAvailable ? 'on' : 'OFF (the API is not in this build: all went over the queue)'}`,
     );
   }
@@ -54,6 +54,11 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
         .join(', ')}`,
     );
   }
+
+  const a = report.abandons;
+  lines.push(
+    `Abandoned grants (taken back at the same attempt, never taken up): ${a.grants}; ${a.ran} of them had started on their worker (stopped once it heard), ${a.refused} requests with their tokens refused`,
+  );
 
   lines.push('', 'Invariants:');
   for (const inv of report.invariants) {
@@ -90,6 +95,12 @@ export function formatReport(report: CheckReport, options: ReportOptions = {}): 
       : `FAIL: ${violated.length} of ${report.invariants.length} invariants violated (${violated.map((i) => i.id).join(', ')})`,
   );
   return lines.join('\n');
+}
+
+/** The grant window of the run's config (older histories: the ledger's default then, 15 s). */
+function grantWindow(ms: number | null | undefined): string {
+  if (ms === null) return 'no grant window';
+  return `grant window ${ms ?? 15_000} ms`;
 }
 
 /** Heartbeats and progress reports drown a job's story; they stay in report.json. */

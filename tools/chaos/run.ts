@@ -74,6 +74,11 @@ export interface ChaosOptions {
   workers: number;
   slots: number;
   leaseTtlMs: number;
+  /**
+   * The orchestrator's abandoned-grant window (null: off): under the lease TTL, so that a
+   * grant nobody takes up goes back to queued at the same attempt before it could expire.
+   */
+  grantWindowMs: number | null;
   heartbeatMs: number;
   sweepMs: number;
   backoffMs: number;
@@ -215,6 +220,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       workers: options.workers,
       slots: options.slots,
       leaseTtlMs: options.leaseTtlMs,
+      grantWindowMs: options.grantWindowMs,
       heartbeatMs: options.heartbeatMs,
       sweepMs: options.sweepMs,
       backoffMs: options.backoffMs,
@@ -296,6 +302,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
             dataDir,
             '--lease-ttl',
             `${options.leaseTtlMs}ms`,
+            '--grant-window',
+            options.grantWindowMs === null ? 'off' : `${options.grantWindowMs}ms`,
             '--sweep-interval',
             `${options.sweepMs}ms`,
             '--backoff',
