@@ -682,10 +682,15 @@ function oneLeasePerAttempt(ctx: Context): InvariantResult {
       });
     }
   }
-  // An abandoned grant's token is dead: whatever names it is refused as superseded (ended,
-  // once the job has ended), never as expired: the abandon cleared its deadline.
+  // An abandoned grant's token is dead once its attempt is granted again: whatever names it
+  // after that is refused as superseded (ended, once the job ended). Before that it may also
+  // be refused as expired: its TTL can pass before a sweep takes the grant back.
+  const regrantedAt = new Map<string, number>();
+  for (const list of leases.values()) list.slice(0, -1).forEach((lease, i) => regrantedAt.set(lease.token, list[i + 1]!.grants[0]!.t));
   for (const refusal of refusalsOf(ctx, abandonedLeases(leases))) {
-    if (refusal.reason === 'superseded' || refusal.reason === 'ended') continue;
+    const askedAt = refusal.control.receivedAt ?? refusal.control.t;
+    const allowed = askedAt > regrantedAt.get(refusal.token)! ? ['superseded', 'ended'] : ['superseded', 'ended', 'expired'];
+    if (allowed.includes(refusal.reason)) continue;
     violations.push({
       jobId: refusal.jobId,
       message: `a ${refusal.control.op} naming the abandoned grant ${refusal.token} of ${refusal.jobId} was refused as ${refusal.reason}, not superseded`,
