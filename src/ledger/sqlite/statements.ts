@@ -271,6 +271,25 @@ const deleteJobRows = [...jobOwnedRows, { table: 'jobs', column: 'id' }].map(
   ({ table, column }) => `DELETE FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?))`,
 );
 
+/**
+ * The queries whose plan decides whether a pass of the sweep or the dispatcher costs what
+ * is due or every job, each with the index it must be answered through (the query-plan
+ * test holds them to it: a new index or a rewrite that lets the planner fall back on
+ * jobs_state_listing fails there, not at a million jobs).
+ */
+export const indexedQueries: ReadonlyArray<{ name: string; sql: string; index: string }> = [
+  { name: 'selectExpiredLeases', sql: selectExpiredLeases, index: 'jobs_lease_due' },
+  { name: 'selectAbandonedGrants', sql: selectAbandonedGrants, index: 'jobs_grant_unconfirmed' },
+  { name: 'selectDueRedispatches', sql: selectDueRedispatches, index: 'jobs_redispatch_due' },
+  { name: 'requeueExpiredLeases', sql: requeueExpiredLeases, index: 'sqlite_autoindex_jobs_1' },
+  { name: 'abandonGrants', sql: abandonGrants, index: 'sqlite_autoindex_jobs_1' },
+  { name: 'markDispatched', sql: markDispatched, index: 'sqlite_autoindex_jobs_1' },
+  { name: 'selectOccupancy', sql: selectOccupancy, index: 'jobs_dispatched' },
+  { name: 'firstQueuedGroup', sql: firstQueuedGroup, index: 'jobs_waiting' },
+  { name: 'nextQueuedTenant', sql: nextQueuedTenant, index: 'jobs_waiting' },
+  { name: 'nextQueuedType', sql: nextQueuedType, index: 'jobs_waiting' },
+];
+
 export class SqliteStatements implements LedgerStatements {
   constructor(private readonly ctx: SqliteContext) {}
 
