@@ -57,7 +57,8 @@ export const fullProfile: BenchProfile = {
   queuedJobsFifo: 1_000_000,
   bulkChunk: 10_000,
   queuedWaitMaxMs: 30_000,
-  sectionTimeoutMs: 900_000,
+  // The leases section sets up 100,000 leases five times, two of them by grants on PostgreSQL (each a transaction).
+  sectionTimeoutMs: 1_800_000,
 };
 
 export const quickProfile: BenchProfile = {
