@@ -54,7 +54,10 @@ export const fullProfile: BenchProfile = {
   heartbeatIntervals: 3,
   sweepLeases: 100_000,
   queuedJobs: 1_000_000,
-  queuedJobsFifo: 1_000_000,
+  // With fifo, a million work messages relayed into the embedded broker while the sweeper walks the
+  // released backlog for redispatch did not finish within the section's time on a loaded machine:
+  // a tenth of it (docs/performance.md, change 12).
+  queuedJobsFifo: 100_000,
   bulkChunk: 10_000,
   queuedWaitMaxMs: 30_000,
   // The leases section sets up 100,000 leases five times, two of them by grants on PostgreSQL (each a transaction).
