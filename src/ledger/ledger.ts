@@ -560,8 +560,8 @@ export type { WaitingFor } from './shared/dispatch-rules.js';
 export interface SweepReport {
   /** Grants never taken up (abandon), back to queued at the same attempt. */
   abandoned: Array<{ jobId: string; attempt: number }>;
-  /** Expired leases moved to the next attempt. */
-  requeued: Array<{ jobId: string; attempt: number }>;
+  /** Expired leases moved to the next attempt (`type`: the job's, so that a caller counting them by type need not read each job). */
+  requeued: Array<{ jobId: string; attempt: number; type: string }>;
   /** Expired leases with no attempts left. */
   exhausted: string[];
   /** Expired leases of jobs whose cancellation was requested. */

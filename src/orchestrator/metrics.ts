@@ -288,7 +288,7 @@ export class OrchestratorMetrics {
   }
 
   /** A lease ran out: the sweeper scheduled the next attempt, or ended the job. */
-  leaseExpired(job: Job, outcome: 'requeued' | 'exhausted' | 'cancelled'): void {
+  leaseExpired(job: Pick<Job, 'type'>, outcome: 'requeued' | 'exhausted' | 'cancelled'): void {
     const type = this.types.of(job.type);
     this.leaseExpirations.inc({ type });
     if (outcome === 'requeued') this.retries.inc({ type });

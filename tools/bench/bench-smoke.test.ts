@@ -24,6 +24,9 @@ const tiny: BenchProfile = {
   heartbeatIntervals: 1,
   sweepLeases: 200,
   queuedJobs: 500,
+  queuedJobsFifo: 500,
+  bulkChunk: 50,
+  queuedWaitMaxMs: 3_000,
   sectionTimeoutMs: 60_000,
 };
 
@@ -47,6 +50,7 @@ describe('benchmark (smoke)', () => {
       'bullmq-sandboxed-fsync',
       'planrun-embedded',
       'planrun-rabbitmq',
+      'planrun-embedded-postgres',
       'planrun-postgres-1',
       'planrun-postgres-2',
       'planrun-postgres-3',
@@ -57,11 +61,18 @@ describe('benchmark (smoke)', () => {
       positive(result.latency.p99Ms, `${name} p99`);
       positive(result.workerRssMiB, `${name} worker RSS`);
     }
-    for (const name of ['planrun-embedded', 'planrun-rabbitmq', 'planrun-postgres-1', 'planrun-postgres-2', 'planrun-postgres-3'] as const) {
+    for (const name of [
+      'planrun-embedded',
+      'planrun-rabbitmq',
+      'planrun-embedded-postgres',
+      'planrun-postgres-1',
+      'planrun-postgres-2',
+      'planrun-postgres-3',
+    ] as const) {
       const result = run.sections[name] as ThroughputResult;
       positive(result.orchestratorRssMiB, `${name} orchestrator RSS`);
       positive(result.orchestratorCpuMsPerJob, `${name} orchestrator CPU per job`);
-      if (!name.startsWith('planrun-postgres')) positive(result.transactionsPerJob, `${name} transactions per job`);
+      if (!name.includes('postgres')) positive(result.transactionsPerJob, `${name} transactions per job`);
       assert.ok(!result.notes.some((note) => note.includes('FAILED')), `${name}: ${result.notes.join('; ')}`);
     }
     const { heartbeat, sweep } = run.sections.leases as LeasesResult;
@@ -70,11 +81,16 @@ describe('benchmark (smoke)', () => {
     positive(sweep.onePassMs, 'sweep pass');
     positive(sweep.postgresOnePassMs, 'sweep pass on PostgreSQL');
     positive(sweep.sweeperPasses, 'sweeper passes');
+    positive(sweep.postgresSweeperPasses, 'sweeper passes on PostgreSQL');
     const { queued } = run.sections.queued as QueuedSectionResult;
     positive(queued.peakRssMiB, 'queued RSS');
     // Fair dispatch (the default since f06209a) releases a work message only to a free slot:
     // with no worker the jobs wait in the ledger, and the sweeper has nothing to send again.
     assert.equal(queued.messagesHeld, 0, 'no work message released while no worker has a free slot, however long the jobs wait');
+    // Fifo sends each job's work message at submit, and no copy while no worker stands idle.
+    const { queued: fifo } = run.sections['queued-fifo'] as QueuedSectionResult;
+    positive(fifo.peakRssMiB, 'queued RSS (fifo)');
+    assert.equal(fifo.messagesHeld, tiny.queuedJobsFifo, 'one work message per job with fifo dispatch, no copies');
     positive((run.sections['planrun-embedded'] as ThroughputResult).brokerMessagesPerJob, 'messages routed per job');
     const floors = run.sections.floors as FloorsResult;
     positive(floors.ledgerCpuMsPerJob, 'ledger floor');
@@ -90,6 +106,9 @@ describe('benchmark (smoke)', () => {
       '| 2sf |',
       '| 3 |',
       '| 4 |',
+      '| 3pg |',
+      '| (3pg)/(3) |',
+      '| (5.1)/(4) |',
       '| (3)/(2) |',
       '| (3)/(2s) |',
       '| (3)/(2sf) |',
@@ -103,6 +122,7 @@ describe('benchmark (smoke)', () => {
       '| L1 |',
       '| L2 |',
       '| L3 |',
+      '| L3f |',
       '| F |',
     ]) {
       assert.ok(table.includes(row), `the table has row ${row}`);

@@ -173,8 +173,11 @@ export async function runPlanrun(
     const serverRss = sampler.stop();
     const notes = [`${profile.workers} worker processes x ${profile.slots} slots (one child job process per slot); orchestrator and submitter in one process`];
     if (ledgerKind.kind === 'postgres') {
+      const others = ledgerKind.orchestrators - 1;
       notes.push(
-        `PostgreSQL ledger (synchronous_commit on), ${ledgerKind.orchestrators} orchestrator(s): the submitter's, and ${ledgerKind.orchestrators - 1} in processes of their own; orchestrator CPU is theirs together`,
+        others === 0
+          ? 'PostgreSQL ledger (synchronous_commit on, a schema of its own on the local server), 1 orchestrator'
+          : `PostgreSQL ledger (synchronous_commit on), ${ledgerKind.orchestrators} orchestrators: the submitter's, and ${others} in processes of their own; orchestrator CPU is theirs together`,
       );
     }
     if (failedJobs > 0) notes.push(`${failedJobs} jobs FAILED`);

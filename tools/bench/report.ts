@@ -15,7 +15,8 @@ function throughput(outcome: Outcome): ThroughputResult | undefined {
 }
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
-const ms = (n: number) => (n >= 100 ? int(n) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+// Fields a run saved before they existed (--render) show as a dash.
+const ms = (n: number | undefined) => (n === undefined ? '—' : n >= 100 ? int(n) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
 const mib = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '—' : `${int(n)} MiB`);
 const load = (l: [number, number]) => `${l[0].toFixed(2)} → ${l[1].toFixed(2)}`;
 const firstLine = (text: string) => text.split('\n')[0]!.slice(0, 120);
@@ -44,7 +45,13 @@ const rows: Array<{ key: string; id: string; label: string; unit: string }> = [
   },
   { key: 'planrun-embedded', id: '3', label: 'planrun, embedded broker, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
   { key: 'planrun-rabbitmq', id: '4', label: 'planrun, RabbitMQ, SQLite ledger (synchronous=FULL)', unit: 'jobs/s' },
-  { key: 'planrun-postgres-1', id: '5.1', label: 'planrun, RabbitMQ, PostgreSQL ledger, 1 orchestrator', unit: 'jobs/s' },
+  {
+    key: 'planrun-embedded-postgres',
+    id: '3pg',
+    label: 'planrun, embedded broker, PostgreSQL ledger, 1 orchestrator: (3) with PostgreSQL as the ledger',
+    unit: 'jobs/s',
+  },
+  { key: 'planrun-postgres-1', id: '5.1', label: 'planrun, RabbitMQ, PostgreSQL ledger, 1 orchestrator: (4) with PostgreSQL as the ledger', unit: 'jobs/s' },
   { key: 'planrun-postgres-2', id: '5.2', label: 'planrun, RabbitMQ, PostgreSQL ledger, 2 orchestrators (docs/high-availability.md)', unit: 'jobs/s' },
   { key: 'planrun-postgres-3', id: '5.3', label: 'planrun, RabbitMQ, PostgreSQL ledger, 3 orchestrators (docs/high-availability.md)', unit: 'jobs/s' },
 ];
@@ -107,6 +114,11 @@ export function renderTable(run: BenchRun): string {
   if (r3s !== undefined) lines.push(`| (3)/(2s) | planrun embedded ÷ BullMQ sandboxed | **${r3s.toFixed(2)}×** | | | | | | |`);
   if (r41 !== undefined) lines.push(`| (4)/(1) | planrun on RabbitMQ ÷ transport limit | **${r41.toFixed(2)}×** | | | | | | |`);
 
+  // Issue 16: the same rows on PostgreSQL as the ledger, reported (no target yet).
+  const r3pg = ratio(t('planrun-embedded-postgres'), t('planrun-embedded'));
+  if (r3pg !== undefined) lines.push(`| (3pg)/(3) | embedded broker: PostgreSQL ledger ÷ SQLite ledger | **${r3pg.toFixed(2)}×** | | | | | | |`);
+  const r54 = ratio(t('planrun-postgres-1'), t('planrun-rabbitmq'));
+  if (r54 !== undefined) lines.push(`| (5.1)/(4) | RabbitMQ: PostgreSQL ledger ÷ SQLite ledger | **${r54.toFixed(2)}×** | | | | | | |`);
   for (const n of [2, 3]) {
     const r = ratio(t(`planrun-postgres-${n}`), t('planrun-postgres-1'));
     if (r !== undefined) lines.push(`| (5.${n})/(5.1) | ${n} orchestrators ÷ 1, on one PostgreSQL ledger | **${r.toFixed(2)}×** | | | | | | |`);
@@ -116,25 +128,37 @@ export function renderTable(run: BenchRun): string {
   if (failed(leases)) lines.push(`| L | heartbeats and sweep | failed: ${firstLine(leases.error)} | | | | | | |`);
   else if (leases) {
     const { heartbeat: h, sweep: s, load: l } = leases as LeasesResult;
+    const perTenThousand = (msValue: number) => (msValue * 10_000) / s.leases;
     const perWorker = Math.max(h.transactionsPerInterval, h.transactionsPerIntervalSpread) / h.workers;
     lines.push(
-      `| L1 | heartbeats: ${int(h.leases)} leases across ${h.workers} workers, per interval (mean of ${h.intervals}) | **${ms(h.transactionsPerInterval)} ledger transaction(s), ${ms(h.cpuMsPerInterval)} ms orchestrator CPU** (${ms(h.wallMsPerInterval)} ms wall), heartbeats arriving together; ${h.transactionsPerIntervalSpread} transactions when they arrive one after another | | | | | ≤ 1 transaction per worker: ${perWorker <= 1 ? 'met' : 'missed'} | ${load(l)} |`,
+      `| L1 | heartbeats: ${int(h.leases)} leases across ${int(h.workers)} workers, per interval (mean of ${h.intervals}) | **${ms(h.transactionsPerInterval)} ledger transaction(s), ${ms(h.cpuMsPerInterval)} ms orchestrator CPU** (${ms(h.wallMsPerInterval)} ms wall), heartbeats arriving together; ${int(h.transactionsPerIntervalSpread)} transactions when they arrive one after another | | | | | ≤ 1 transaction per worker: ${perWorker <= 1 ? 'met' : 'missed'} | ${load(l)} |`,
     );
     lines.push(
-      `| L2 | sweep: ${int(s.leases)} expired leases | **one pass: ${ms(s.onePassMs)} ms** (on PostgreSQL: ${ms(s.postgresOnePassMs)} ms); orchestrator's sweeper (limit ${int(s.sweeperLimit)} per pass): ${s.sweeperPasses} passes, ${ms(s.sweeperTotalMs)} ms | | | | | < 1 s: ${s.onePassMs < 1000 && s.postgresOnePassMs < 1000 ? 'met' : 'missed'} | ${load(l)} |`,
+      `| L2 | sweep: ${int(s.leases)} expired leases | **one pass: ${ms(s.onePassMs)} ms** on SQLite, ${ms(s.postgresOnePassMs)} ms on PostgreSQL; the orchestrator's sweeper (limit ${int(s.sweeperLimit)} per pass): ${s.sweeperPasses} passes, ${ms(s.sweeperTotalMs)} ms on SQLite; ${s.postgresSweeperPasses} passes, ${ms(s.postgresSweeperTotalMs)} ms on PostgreSQL | | | | | one pass < 1 s per 10,000 leases (the earlier 10,000-lease target): ${perTenThousand(s.onePassMs) < 1000 && perTenThousand(s.postgresOnePassMs) < 1000 ? 'met' : 'missed'} | ${load(l)} |`,
     );
   }
-  const queued = run.sections.queued;
-  if (failed(queued)) lines.push(`| L3 | queued jobs | failed: ${firstLine(queued.error)} | | | | | | |`);
-  else if (queued) {
-    const { queued: q, load: l } = queued as QueuedSectionResult;
-    lines.push(
-      `| L3 | ${int(q.jobs)} queued jobs, no worker (fair dispatch: they wait in the ledger; work messages only go to the embedded broker, in the orchestrator, for free slots), then ${q.waitedSeconds.toFixed(0)} s of waiting with redispatch-after ${q.redispatchAfterSeconds} s | **peak ${mib(q.peakRssMiB)}**, ${mib(q.settledRssMiB)} once relayed (submitted in ${q.submitSeconds.toFixed(1)} s); ${int(q.messagesHeld)} work messages at the end | | ${mib(q.peakRssMiB)} | embedded | | < 300 MB: ${q.peakRssMiB * 1.048576 < 300 ? 'met' : 'missed'} | ${load(l)} |`,
-    );
+  for (const [key, id] of [
+    ['queued', 'L3'],
+    ['queued-fifo', 'L3f'],
+  ] as const) {
+    const outcome = run.sections[key];
+    if (failed(outcome)) lines.push(`| ${id} | queued jobs | failed: ${firstLine(outcome.error)} | | | | | | |`);
+    else if (outcome) lines.push(queuedRow(id, outcome as QueuedSectionResult));
   }
   if (failed(floors)) lines.push(`| F | floors | failed: ${firstLine(floors.error)} | | | | | | |`);
   else if (floors) lines.push(floorsRow(floors as FloorsResult, t('transport-embedded'), t('planrun-embedded'), t('bullmq-memory')));
   return lines.join('\n');
+}
+
+/** Issue 16's target for the orchestrator's memory with 1,000,000 queued jobs. */
+const queuedRssTargetMiB = 1024;
+
+function queuedRow(id: string, { queued: q, load: l }: QueuedSectionResult): string {
+  const where =
+    q.dispatch === 'fifo'
+      ? "fifo dispatch: every job's work message is relayed at submit into the embedded broker, which holds it in the orchestrator's process"
+      : 'fair dispatch (the default): they wait in the ledger, and no work message is sent while no worker has a free slot';
+  return `| ${id} | ${int(q.jobs)} queued jobs, no worker, ${where}; then ${q.waitedSeconds.toFixed(0)} s of waiting (redispatch-after ${q.redispatchAfterSeconds} s, a sweep every 0.1 s) | **peak ${mib(q.peakRssMiB)}**, ${mib(q.settledRssMiB)} once submitted and relayed (submitted in ${q.submitSeconds.toFixed(1)} s, ${int(q.submitChunk)} per submitMany; ledger ${mib(q.ledgerMiB)} on disk); ${int(q.messagesHeld)} work messages at the end; ${ms(q.waitCpuMsPerSecond)} ms orchestrator CPU per second while they wait | | ${mib(q.peakRssMiB)} | embedded | | < 1 GiB: ${q.peakRssMiB < queuedRssTargetMiB ? 'met' : 'missed'} | ${load(l)} |`;
 }
 
 /**
@@ -261,14 +285,19 @@ How each figure is taken:
   through JSON decode, protocol
   validation, the control handler, the ledger and JSON encode, as in the orchestrator.
   Transactions are the SQLite ledger's own count of commits.
-- **sweep**: leases expired by moving a manual clock past the TTL; the one-pass figure on
-  the SQLite ledger (synchronous=FULL) and on the local PostgreSQL (a schema of its own).
-- **queued**: jobs submitted with \`submitMany\` and no worker; with fair dispatch (the
-  default) they wait in the ledger, and a work message goes to the embedded broker (whose
-  queues live in the orchestrator's process) only for a free slot, so none does here.
-  Then the jobs keep waiting while the sweeper passes over each of them twice after its
-  redispatch period (shortened to seconds for the run): the peak RSS covers that wait, and
-  the count of work messages says whether the sweeper piled up copies.
+- **sweep**: leases expired by moving a manual clock past the TTL, on the SQLite ledger
+  (synchronous=FULL) and on the local PostgreSQL (a schema of its own): one ledger pass
+  with room for all of them, and the orchestrator's sweeper (its dispatcher's passes at the
+  default limit, and what it does after each, metrics and events) until none is left.
+- **queued**: jobs submitted with \`submitMany\` in batches of ${int(profile.bulkChunk)} and no worker; with fair
+  dispatch (the default, L3) they wait in the ledger, and a work message goes to the embedded
+  broker (whose queues live in the orchestrator's process) only for a free slot, so none
+  does here; with fifo dispatch (L3f) every job's work message is relayed to it at once.
+  Then the jobs keep waiting (up to ${(profile.queuedWaitMaxMs / 1000).toFixed(0)} s) while the dispatcher's sweep runs every
+  100 ms with the redispatch period shortened to 2 s: the peak RSS covers that wait, the
+  count of work messages says whether the sweeper piled up copies, and the orchestrator's
+  CPU during the wait is what the idle backlog costs (CPU figures move with other work on
+  the machine; RSS, transactions and message counts do not).
 - **(1e)**: the embedded broker as \`planrun up\` runs it (stored in broker.db, served on a
   Unix socket), published to from its own process as the orchestrator's relay does, each
   publish confirmed once stored, consumed with acks by one process over the socket as a

@@ -59,10 +59,17 @@ export interface SweepResult {
   sweeperPasses: number;
   sweeperTotalMs: number;
   sweeperLimit: number;
+  /** The same sweeper on the PostgreSQL ledger. */
+  postgresSweeperPasses: number;
+  postgresSweeperTotalMs: number;
 }
 
 export interface QueuedResult {
+  /** How the ledger released work: fair (the default; a job waits in the ledger) or fifo (its work message is sent at submit). */
+  dispatch: 'fair' | 'fifo';
   jobs: number;
+  /** Jobs per submitMany call. */
+  submitChunk: number;
   /** Peak RSS of the orchestrator process (embedded broker included) while they were submitted and relayed. */
   peakRssMiB: number;
   /** RSS once every work message was relayed and the process was idle. */
@@ -72,6 +79,10 @@ export interface QueuedResult {
   waitedSeconds: number;
   /** The redispatch period during that wait. */
   redispatchAfterSeconds: number;
+  /** The orchestrator process's CPU during that wait, per second waited: what the idle backlog costs. */
+  waitCpuMsPerSecond: number;
+  /** The ledger's files on disk (database and WAL) at the end. */
+  ledgerMiB: number;
   /** Work messages the embedded broker had taken by the end: one per job unless the sweeper sent copies. */
   messagesHeld: number;
 }

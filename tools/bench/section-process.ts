@@ -31,6 +31,8 @@ async function run(request: SectionRequest): Promise<SectionResult> {
       return runPlanrun(profile, env, 'embedded', cpuProfileDir);
     case 'planrun-rabbitmq':
       return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir);
+    case 'planrun-embedded-postgres':
+      return runPlanrun(profile, env, 'embedded', cpuProfileDir, { kind: 'postgres', orchestrators: 1 });
     case 'planrun-postgres-1':
       return runPlanrun(profile, env, 'rabbitmq', cpuProfileDir, { kind: 'postgres', orchestrators: 1 });
     case 'planrun-postgres-2':
@@ -45,9 +47,10 @@ async function run(request: SectionRequest): Promise<SectionResult> {
     }
     case 'floors':
       return measureFloors(profile);
-    case 'queued': {
+    case 'queued':
+    case 'queued-fifo': {
       const start = load1();
-      const queued = await measureQueued(profile);
+      const queued = await measureQueued(profile, request.section === 'queued' ? 'fair' : 'fifo');
       return { queued, load: [start, load1()] };
     }
   }

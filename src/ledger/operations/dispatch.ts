@@ -41,7 +41,9 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   const swept = yield* sweep(params, env);
   if (config.dispatch === 'fifo') return { ...swept, released: [] };
 
-  const groups = yield* run('selectWaitingGroups', { now });
+  // The pairs with queued jobs, not a count of the waiting ones: with a backlog of a million
+  // jobs, every pass would read them all. A pair with none waiting reads no job below.
+  const groups = yield* run('selectQueuedGroups', {});
   if (groups.length === 0) return { ...swept, released: [] };
   const slots = new Map<string, number>();
   for (const member of yield* run('selectFleet', { heardSince: now - params.fleetWindowMs })) {

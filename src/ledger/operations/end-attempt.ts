@@ -127,8 +127,8 @@ export function* requeueExpired(
   leases: readonly ExpiredLease[],
   error: SerializedError,
   { now, config }: OperationEnv,
-): Plan<Array<{ jobId: string; attempt: number }>> {
-  const requeuedLeases: Array<{ jobId: string; attempt: number }> = [];
+): Plan<Array<{ jobId: string; attempt: number; type: string }>> {
+  const requeuedLeases: Array<{ jobId: string; attempt: number; type: string }> = [];
   const errorText = JSON.stringify(error);
   for (const [attempt, group] of groupByAttempt(leases)) {
     const jobIds = group.map((lease) => lease.id);
@@ -143,7 +143,7 @@ export function* requeueExpired(
       yield* run('insertWorkMessages', { messages, now, availableAt: notBefore });
       yield* run('markDispatched', { jobs: jobIds.map((jobId) => ({ jobId, attempt: attempt + 1 })), redispatchAt });
     }
-    for (const jobId of jobIds) requeuedLeases.push({ jobId, attempt: attempt + 1 });
+    for (const lease of group) requeuedLeases.push({ jobId: lease.id, attempt: attempt + 1, type: lease.type });
   }
   return requeuedLeases;
 }

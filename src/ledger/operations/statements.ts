@@ -351,6 +351,14 @@ export interface LedgerStatements {
   selectWaitingGroups(params: { now: number }): WaitingGroup[];
 
   /**
+   * The (type, tenant) pairs that have queued jobs (waiting, released or not yet due), by
+   * type then tenant. Read by skipping from one pair to the next through the partial index
+   * of queued jobs: its cost is the pairs, not the jobs (a million queued jobs of one
+   * tenant cost one step). No count, and no lock.
+   */
+  selectQueuedGroups(params: Record<string, never>): Array<{ type: string; tenant: string }>;
+
+  /**
    * Up to `limit` of the tenant's queued jobs of `type` waiting for the dispatcher (as
    * selectWaitingGroups), highest priority first, then in submission order; where the
    * database locks rows, locked, skipping rows another transaction holds (a cancel, a

@@ -199,6 +199,15 @@ const waiting = (now: string) => `state = 'queued' AND not_before <= ${now} AND 
 // One dispatcher at a time across orchestrators: a transaction-scoped advisory lock.
 const lockDispatch = `SELECT pg_advisory_xact_lock(${0x706c_6470}) -- 'pldp'`;
 const selectWaitingGroups = `SELECT type, tenant, COUNT(*) AS count FROM jobs WHERE ${waiting('$1')} GROUP BY type, tenant`;
+// A skip scan of jobs_waiting: each step seeks the pair after the last one found.
+const selectQueuedGroups = `WITH RECURSIVE g AS (
+    (SELECT type, tenant FROM jobs WHERE state = 'queued' ORDER BY type, tenant LIMIT 1)
+    UNION ALL
+    SELECT n.type, n.tenant FROM g CROSS JOIN LATERAL (
+      SELECT type, tenant FROM jobs WHERE state = 'queued' AND (type, tenant) > (g.type, g.tenant) ORDER BY type, tenant LIMIT 1
+    ) n
+  )
+  SELECT type, tenant FROM g`;
 const waitingColumns = 'id, tenant, type, attempt, priority, concurrency_key, concurrency_limit';
 const selectWaitingJobs = `SELECT ${waitingColumns} FROM jobs
   WHERE type = $1 AND tenant = $2 AND ${waiting('$3')} ORDER BY priority DESC, seq LIMIT $4 FOR UPDATE SKIP LOCKED`;
@@ -578,6 +587,10 @@ export class PgStatements implements AsyncLedgerStatements {
 
   async lockDispatch(): Promise<void> {
     await this.ctx.rows(lockDispatch);
+  }
+
+  selectQueuedGroups(): Promise<Array<{ type: string; tenant: string }>> {
+    return this.ctx.rows<{ type: string; tenant: string }>(selectQueuedGroups);
   }
 
   selectWaitingGroups({ now }: Params<'selectWaitingGroups'>): Promise<WaitingGroup[]> {
