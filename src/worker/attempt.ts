@@ -278,6 +278,9 @@ export class Attempt {
     // A loss heard before (or while) the fence is asked names the reason; else it is the local deadline.
     const notLive = (): { reason: FencedOutReason } => ({ reason: this.lost ?? 'lease not live' });
     if (!context.leases.isLocallyLive(lease)) return notLive();
+    // Only a grant taken up is safe to store under: one never renewed may still be
+    // abandoned after a live fence, and its attempt run again elsewhere (lease-book.ts).
+    if (!(await context.leases.whenTakenUp(lease))) return notLive();
     let outputs: Array<{ name: string; bytes: number }>;
     try {
       outputs = await Promise.all(files.map(async (name) => ({ name, bytes: (await stat(join(scratchDir, name))).size })));

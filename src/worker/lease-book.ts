@@ -27,6 +27,8 @@ export interface HeldLease {
 /** The leases a worker holds, keyed by job id. */
 export class LeaseBook {
   private readonly leases = new Map<string, HeldLease>();
+  /** Who waits for a lease's grant to be taken up (whenTakenUp), told true when it is, false when the lease goes. */
+  private readonly takeUpWaiters = new Map<HeldLease, Array<(takenUp: boolean) => void>>();
 
   /** `safetyFraction`: the fraction of each TTL kept as a margin for clock-rate drift. */
   constructor(
@@ -50,7 +52,9 @@ export class LeaseBook {
   }
 
   remove(jobId: string): void {
+    const lease = this.leases.get(jobId);
     this.leases.delete(jobId);
+    if (lease) this.tellTakeUpWaiters(lease, false);
   }
 
   all(): HeldLease[] {
@@ -63,6 +67,36 @@ export class LeaseBook {
     if (!lease || lease.attempt !== attempt) return;
     lease.takenUp = true;
     lease.localDeadline = Math.max(lease.localDeadline, this.deadlineFor(sentAt, ttlMs));
+    this.tellTakeUpWaiters(lease, true);
+  }
+
+  /**
+   * Resolves true once a heartbeat's answer has taken up the lease's grant, false if the
+   * lease is lost (its local deadline passing included) or removed first. Outputs wait for it: the fence
+   * is a read that does not take a grant up, so a grant nobody renewed could still be
+   * abandoned (and its attempt granted again, to the same output names) after a live fence.
+   */
+  whenTakenUp(lease: HeldLease): Promise<boolean> {
+    if (lease.takenUp) return Promise.resolve(true);
+    if (lease.abort.signal.aborted || !this.isLocallyLive(lease)) return Promise.resolve(false);
+    // A lease past its local deadline is lost by the worker's deadline check, which aborts it.
+    return new Promise((resolve) => {
+      const settle = (takenUp: boolean) => {
+        lease.abort.signal.removeEventListener('abort', onLoss);
+        resolve(takenUp);
+      };
+      const onLoss = () => this.tellTakeUpWaiters(lease, false);
+      lease.abort.signal.addEventListener('abort', onLoss, { once: true });
+      const waiters = this.takeUpWaiters.get(lease) ?? [];
+      waiters.push(settle);
+      this.takeUpWaiters.set(lease, waiters);
+    });
+  }
+
+  private tellTakeUpWaiters(lease: HeldLease, takenUp: boolean): void {
+    const waiters = this.takeUpWaiters.get(lease);
+    this.takeUpWaiters.delete(lease);
+    for (const settle of waiters ?? []) settle(takenUp);
   }
 
   /** Whether this worker may still act on the lease by its own clock. */
