@@ -8,6 +8,10 @@
  * `--save-run` keeps the run's raw results as JSON; `--render` turns such a file back
  * into the table and the page without measuring anything again. `--note TEXT` adds a
  * remark to the page (e.g. other work seen on the machine during the run).
+ *
+ * The services come from PLANRUN_BENCH_AMQP_URL, PLANRUN_BENCH_POSTGRES_URL,
+ * PLANRUN_BENCH_REDIS_HOST and PLANRUN_BENCH_REDIS_PORT (defaults: the local ones);
+ * PLANRUN_BENCH_DISPATCH=fifo runs the planrun rows with fifo dispatch instead of fair.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

@@ -3,6 +3,8 @@
  * docs/benchmarks.md shows), the quick one (`--quick`, a minute or two), and any counts
  * overridden on top (the CI smoke test shrinks them to seconds).
  */
+import type { DispatchMode } from '../../src/ledger/ledger.js';
+
 export interface BenchProfile {
   name: 'full' | 'quick';
   /** Sections (1) and (1e): messages published and consumed through raw amqplib, and through the embedded broker. */
@@ -90,6 +92,11 @@ export interface BenchEnvironment {
   postgresUrl: string;
   redisHost: string;
   redisPort: number;
+  /**
+   * How the planrun rows' orchestrator dispatches (`PLANRUN_BENCH_DISPATCH`, default fair as
+   * `planrun up`): fifo publishes each job's work at submit, to measure what fair dispatch costs.
+   */
+  dispatch: DispatchMode;
 }
 
 export const defaultEnvironment: BenchEnvironment = {
@@ -97,7 +104,14 @@ export const defaultEnvironment: BenchEnvironment = {
   postgresUrl: process.env.PLANRUN_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
   redisHost: process.env.PLANRUN_BENCH_REDIS_HOST ?? '127.0.0.1',
   redisPort: Number(process.env.PLANRUN_BENCH_REDIS_PORT ?? 6379),
+  dispatch: benchDispatch(process.env.PLANRUN_BENCH_DISPATCH),
 };
+
+function benchDispatch(value: string | undefined): DispatchMode {
+  if (value === undefined || value === '' || value === 'fair') return 'fair';
+  if (value === 'fifo') return 'fifo';
+  throw new Error(`PLANRUN_BENCH_DISPATCH is fair or fifo, not "${value}"`);
+}
 
 /** The sections of one run, in the order they run and appear in the table. */
 export const sectionNames = [

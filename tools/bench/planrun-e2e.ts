@@ -67,9 +67,10 @@ export async function runPlanrun(
     }
     const schema = `bench_${randomBytes(6).toString('hex')}`;
     let ledger: Ledger;
-    if (ledgerKind.kind === 'sqlite') ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db') });
+    const config = { dispatch: env.dispatch };
+    if (ledgerKind.kind === 'sqlite') ledger = await openSqliteLedger({ path: join(dir.path, 'ledger.db'), config });
     else {
-      ledger = await openPostgresLedger({ connectionString: env.postgresUrl, schema });
+      ledger = await openPostgresLedger({ connectionString: env.postgresUrl, schema, config });
       closers.push(() => dropSchema(env.postgresUrl, schema));
     }
     closers.push(() => ledger.close());
