@@ -351,7 +351,9 @@ export class ProcessPool {
     const jobType = (await this.loadJobTypes().catch(() => undefined))?.get(task.type);
     const env = jobEnvironment([...(jobType?.env ?? []), ...this.settings.jobEnv], task.scratchDir);
     const watches: LimitWatch[] =
-      task.scratchReserveBytes === undefined ? [] : [{ limit: await ScratchQuota.start(task.scratchDir, task.scratchReserveBytes), everyMs: SCRATCH_WATCH_MS }];
+      task.scratchReserveBytes === undefined
+        ? []
+        : [{ limit: await ScratchQuota.start(task.scratchDir, task.scratchReserveBytes, task.scratchStartBytes), everyMs: SCRATCH_WATCH_MS }];
     const timeoutMs =
       task.timeoutSeconds !== undefined
         ? task.timeoutSeconds * 1000
