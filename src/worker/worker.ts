@@ -11,7 +11,7 @@ import { ControlClient, ControlError, newWorkerSecret } from './control-client.j
 import { describeError } from './describe-error.js';
 import { defaultInputFetching, type InputFetching } from './inputs/job-inputs.js';
 import { Intake, type Grant } from './intake.js';
-import { LeaseBook, type HeldLease } from './lease-book.js';
+import { LeaseBook } from './lease-book.js';
 import { offeredTypes } from './offered-types.js';
 import type { OutputStore } from './output-store.js';
 import type { JobType } from './runner/job-type.js';
@@ -231,7 +231,7 @@ export class Worker {
     const attempt = new Attempt(this.attemptContext, lease, type);
     this.running.set(work.jobId, attempt);
     this.events.emit({ type: 'lease_granted', jobId: work.jobId, attempt: work.attempt, token: reply.token, ...(late ? { late: true as const } : {}) });
-    if (!this.outlastsNextHeartbeat(lease)) this.heartbeatAfterGrant();
+    this.heartbeatAfterGrant();
     void attempt.run(reply.input, { timeoutSeconds: reply.timeoutSeconds, limits: reply.limits }).finally(() => {
       if (this.running.size === 0) this.idle?.();
       release();
@@ -239,20 +239,10 @@ export class Worker {
   }
 
   /**
-   * Whether a lease holds, by the local clock, until the answer to the next timed heartbeat
-   * is due: then renewing it at once would only move its deadline by the milliseconds since
-   * it was granted. A lease with less left (a TTL shorter than the heartbeat interval, a
-   * grant that came late) is renewed at once (heartbeatAfterGrant).
-   */
-  private outlastsNextHeartbeat(lease: HeldLease): boolean {
-    return lease.localDeadline - this.clock.now() > this.timing.heartbeatIntervalMs + this.timing.controlTimeoutMs;
-  }
-
-  /**
-   * A new lease that needs it is renewed at once, not at the next tick. Grants that come
-   * while such a heartbeat is in flight share the one sent as soon as it returns (it names
-   * every lease then held), instead of one heartbeat per grant, each renewing every lease
-   * the worker holds (with many slots and short jobs, O(slots) ledger updates per job).
+   * A new lease is renewed at once, not at the next tick. Grants that come while such a
+   * heartbeat is in flight share the one sent as soon as it returns (it names every
+   * lease then held), instead of one heartbeat per grant, each renewing every lease the
+   * worker holds (with many slots and short jobs, O(slots) ledger updates per job).
    * Timed heartbeats are not affected.
    */
   private heartbeatAfterGrant(): void {
