@@ -5,6 +5,9 @@ export type AdmissionRefusal = 'no_free_slot' | 'no_disk_reserve';
 
 export type AdmissionDecision = { admitted: true } | { admitted: false; reason: AdmissionRefusal; detail?: string };
 
+/** How long a measure of the scratch volume's free space answers for it, when it lets a job in (see freeFor). */
+export const freeBytesMaxAgeMs = 1000;
+
 /**
  * The gates in front of the work: never more running jobs than slots, and never a start
  * without free disk on the scratch volume for every running job's output reserve plus
@@ -12,11 +15,13 @@ export type AdmissionDecision = { admitted: true } | { admitted: false; reason: 
  */
 export class Admission {
   private readonly reservations = new Map<string, number>();
+  private lastMeasure: { free: number; at: number } | undefined;
 
   constructor(
     private readonly slots: number,
     private readonly scratchRoot: string,
     private readonly freeBytes: (path: string) => Promise<number> = freeBytesOn,
+    private readonly now: () => number = Date.now,
   ) {
     if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`slots must be a positive integer, got ${slots}`);
   }
@@ -37,7 +42,7 @@ export class Admission {
     const reserved = [...this.reservations.values()].reduce((sum, bytes) => sum + bytes, 0);
     let free: number;
     try {
-      free = await this.freeBytes(this.scratchRoot);
+      free = await this.freeFor(reserved);
     } catch (error) {
       this.reservations.delete(key);
       throw error;
@@ -55,6 +60,22 @@ export class Admission {
 
   release(key: string): void {
     this.reservations.delete(key);
+  }
+
+  /**
+   * The free space to weigh `reserved` against. A measure under freeBytesMaxAgeMs old that
+   * has room for it stands (a statfs per job was a system call through the thread pool
+   * for a figure that moves little): what the running jobs write meanwhile is already
+   * counted, as each one's whole reserve is, so it misses only what others write. A
+   * refusal is never made on an old measure.
+   */
+  private async freeFor(reserved: number): Promise<number> {
+    const last = this.lastMeasure;
+    if (last !== undefined && this.now() - last.at < freeBytesMaxAgeMs && last.free >= reserved) return last.free;
+    const at = this.now();
+    const free = await this.freeBytes(this.scratchRoot);
+    this.lastMeasure = { free, at };
+    return free;
   }
 }
 

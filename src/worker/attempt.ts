@@ -109,6 +109,8 @@ export class Attempt {
               input: fetched.input,
               scratchDir,
               scratchReserveBytes: this.type.outputReserveBytes ?? context.defaultOutputReserveBytes,
+              // The folder was made just now; only fetched inputs can be in it.
+              ...(this.type.inputFiles?.length ? {} : { scratchStartBytes: 0 }),
               ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
               ...(limits === undefined ? {} : { limits }),
             },

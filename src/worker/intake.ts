@@ -80,7 +80,7 @@ export class Intake {
   private readonly slotWaiters: Array<{ delivery: Delivery; timer: NodeJS.Timeout }> = [];
 
   constructor(private readonly options: IntakeOptions) {
-    this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes);
+    this.admission = new Admission(options.slots, options.scratchRoot, options.freeBytes, () => options.clock.now());
   }
 
   /** No more work is taken (the worker stops); deliveries still coming are given back. */

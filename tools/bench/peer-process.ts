@@ -124,7 +124,12 @@ async function planrunWorker(config: PlanrunWorkerConfig): Promise<() => Promise
   const broker = config.amqpUrl ? await RabbitMqBroker.connect({ url: config.amqpUrl }) : await SocketBroker.connect({ path: config.socketPath! });
   const jobModules = [noopJobsModule];
   const jobTypes = await loadJobTypes(noopJobsModule);
-  const runner = new ProcessPool({ jobModules, size: config.slots });
+  const { jobCpuProfileDir } = config;
+  const runner = new ProcessPool({
+    jobModules,
+    size: config.slots,
+    ...(jobCpuProfileDir ? { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${jobCpuProfileDir}`] } : {}),
+  });
   await runner.ready();
   mkdirSync(config.scratchDir, { recursive: true });
   const worker = new Worker({
@@ -139,6 +144,9 @@ async function planrunWorker(config: PlanrunWorkerConfig): Promise<() => Promise
     logger: silentLogger(),
   });
   await worker.start();
+  // A job process writes its profile only when it exits on its own, as it does when this
+  // process is gone (see child.ts), not when the pool kills it: so, profiling, just exit.
+  if (jobCpuProfileDir) return () => Promise.resolve();
   return async () => {
     await worker.stop(5_000);
     await broker.close();

@@ -44,6 +44,8 @@ export interface PlanrunWorkerConfig {
   slots: number;
   scratchDir: string;
   outputDir: string;
+  /** Profile the job processes too: each leaves its `.cpuprofile` here when it exits. */
+  jobCpuProfileDir?: string;
 }
 
 /** One more planrun orchestrator on the driver's PostgreSQL ledger and RabbitMQ (issue 12: several orchestrators, one ledger). */

@@ -132,6 +132,7 @@ export async function runPlanrun(
       slots: profile.slots,
       scratchDir: join(dir.path, `scratch-${i}`),
       outputDir: join(dir.path, 'outputs'),
+      ...(cpuProfileDir ? { jobCpuProfileDir: cpuProfileDir } : {}),
     }));
 
     const job: SubmitParams = { tenant: 'bench', type: noopJobType, input: {} };

@@ -49,6 +49,13 @@ describe('profile summary', () => {
     );
   });
 
+  it('adds several profiles up (the job processes of a worker)', () => {
+    const summary = summarise([profile, profile], 10);
+    assert.equal(summary.busyMs, 20);
+    assert.equal(summary.sampledMs, 40);
+    assert.deepEqual(summary.self[0], { name: 'commit npm:better-sqlite3:52', ms: 12, percent: 60 });
+  });
+
   it('names the area of a frame', () => {
     assert.equal(areaOf(frame('f', 'file:///w/node_modules/@scope/pkg/index.js')), 'npm:@scope/pkg');
     assert.equal(areaOf(frame('f', 'node:internal/streams/writable')), 'node:internal/streams');
@@ -65,6 +72,8 @@ describe('profile summary', () => {
       const out = execFileSync(process.execPath, [script, file, '2'], { encoding: 'utf8' });
       assert.match(out, /10 ms busy of 20 ms sampled/);
       assert.match(out, /60\.0%\s+6 ms {2}commit npm:better-sqlite3:52/);
+      const both = execFileSync(process.execPath, [script, file, file], { encoding: 'utf8' });
+      assert.match(both, /^2 profiles: 20 ms busy of 40 ms sampled/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -117,6 +117,13 @@ describe('ProcessPool with well-behaved jobs', () => {
 
   test('the same process runs one job after another', async () => {
     assert.equal(await pidOfNextJob(pool), await pidOfNextJob(pool));
+  });
+
+  test('a job process is out of the scratch folder once the job returned, so the worker removes an unused folder', async () => {
+    const { outcome, scratchDir } = await runJob(pool, 'whoami', null);
+    assert.ok(outcome.ok, JSON.stringify(outcome));
+    const { pid } = outcome.result.data as { pid: number };
+    assert.notEqual(await readlink(`/proc/${pid}/cwd`), scratchDir);
   });
 
   test('progress reaches the hook with its message', async () => {
@@ -331,6 +338,12 @@ describe('ProcessPool and the scratch reserve', () => {
     assert.ok(outcome.ok, JSON.stringify(outcome));
   });
 
+  test('a folder the worker says it has just made empty is not measured at the start: whatever is there counts', async () => {
+    const runTask = { ...(await task('fill-scratch', { mb: 1 })), scratchReserveBytes: 2 * MiB, scratchStartBytes: 0 };
+    await writeFile(path.join(runTask.scratchDir, 'left.bin'), Buffer.alloc(2 * MiB));
+    assertFailed(await pool.run(runTask, { onProgress: () => {} }), 'permanent', 'resource_limit', /over its reserve of 2097152 bytes/);
+  });
+
   test('without a reserve in the task the scratch folder is not watched', async () => {
     const { outcome } = await runJob(pool, 'fill-scratch', { mb: 3 });
     assert.ok(outcome.ok, JSON.stringify(outcome));
@@ -385,6 +398,17 @@ describe('ProcessPool lifecycle', () => {
       await assert.rejects(pool.ready(), /must default-export a list of job types .*its default export is the number 5/);
       const { outcome } = await runJob(pool, 'sleep', { ms: 0 });
       assertFailed(outcome, 'fatal', 'job_modules_failed', /the number 5/);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  test('nodeFlags reach the node of every job process', async () => {
+    const pool = newPool({ nodeFlags: ['--stack-size=900'] });
+    try {
+      await pool.ready();
+      const pid = await pidOfNextJob(pool);
+      assert.ok((await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').includes('--stack-size=900'));
     } finally {
       await pool.close();
     }

@@ -57,6 +57,11 @@ export interface ProcessPoolOptions {
    * (default: a cgroup where there is one, else setrlimit; see limit-enforcement.ts).
    */
   limitsBy?: 'auto' | 'rlimit';
+  /**
+   * Flags for the `node` of every job process, before its entry script (the benchmark's
+   * `--cpu-prof`): none by default, as a job process gets none of this process's flags.
+   */
+  nodeFlags?: string[];
 }
 
 const execFileAsync = promisify(execFile);
@@ -346,7 +351,9 @@ export class ProcessPool {
     const jobType = (await this.loadJobTypes().catch(() => undefined))?.get(task.type);
     const env = jobEnvironment([...(jobType?.env ?? []), ...this.settings.jobEnv], task.scratchDir);
     const watches: LimitWatch[] =
-      task.scratchReserveBytes === undefined ? [] : [{ limit: await ScratchQuota.start(task.scratchDir, task.scratchReserveBytes), everyMs: SCRATCH_WATCH_MS }];
+      task.scratchReserveBytes === undefined
+        ? []
+        : [{ limit: await ScratchQuota.start(task.scratchDir, task.scratchReserveBytes, task.scratchStartBytes), everyMs: SCRATCH_WATCH_MS }];
     const timeoutMs =
       task.timeoutSeconds !== undefined
         ? task.timeoutSeconds * 1000
@@ -425,6 +432,7 @@ export class ProcessPool {
       process.execPath,
       // A clean slate: the parent's inspector or test-runner flags do not belong in a job.
       ...(maxOldSpaceMb === undefined ? [] : [`--max-old-space-size=${maxOldSpaceMb}`]),
+      ...this.settings.nodeFlags,
       CHILD_ENTRY,
     ];
     const home = own?.scratchDir ?? tmpdir();
@@ -563,6 +571,7 @@ function validateOptions(options: ProcessPoolOptions): Settings {
     jobTimeoutMs: options.jobTimeoutMs,
     scratchRoot: options.scratchRoot,
     limitsBy: options.limitsBy ?? 'auto',
+    nodeFlags: options.nodeFlags ?? [],
   };
   const problems: string[] = [];
   const { jobModules } = settings;
@@ -578,6 +587,9 @@ function validateOptions(options: ProcessPoolOptions): Settings {
   }
   if (settings.jobTimeoutMs !== undefined && (!isWholeNumber(settings.jobTimeoutMs) || settings.jobTimeoutMs < 1)) {
     problems.push(`jobTimeoutMs must be a whole number >= 1, got ${settings.jobTimeoutMs}`);
+  }
+  if (!Array.isArray(settings.nodeFlags) || !settings.nodeFlags.every((flag) => typeof flag === 'string' && flag !== '')) {
+    problems.push('nodeFlags must be a list of non-empty strings');
   }
   for (const name of settings.jobEnv) {
     const problem = envNameProblem(name);

@@ -23,6 +23,12 @@ export interface RunTask {
    * with. The runner ends a job past it Permanent `resource_limit`; absent: not watched.
    */
   scratchReserveBytes?: number;
+  /**
+   * What the scratch folder holds as the job starts, in bytes, when the worker knows it
+   * without a look (a folder it has just made and fetched no input into holds nothing):
+   * the reserve counts from there. Absent: the folder is measured as the job starts.
+   */
+  scratchStartBytes?: number;
   /** The submission's resource limits, when it set any: the runner enforces the lower of these and the job type's. */
   limits?: JobLimits;
 }

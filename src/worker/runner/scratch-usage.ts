@@ -17,9 +17,12 @@ export class ScratchQuota {
     private readonly startBytes: number,
   ) {}
 
-  /** Measures the scratch folder as the job starts; what it adds is counted from there. */
-  static async start(scratchDir: string, reserveBytes: number): Promise<ScratchQuota> {
-    return new ScratchQuota(scratchDir, reserveBytes, await contentBytes(scratchDir));
+  /**
+   * What the job adds is counted from what the scratch folder holds as it starts:
+   * `startBytes` when the caller knows it (a folder it has just made, empty), else measured.
+   */
+  static async start(scratchDir: string, reserveBytes: number, startBytes?: number): Promise<ScratchQuota> {
+    return new ScratchQuota(scratchDir, reserveBytes, startBytes ?? (await contentBytes(scratchDir)));
   }
 
   /** Why the job is over its reserve, if it is. */
