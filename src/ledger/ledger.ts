@@ -72,9 +72,9 @@ export interface Ledger {
   /** One sweeper pass at the ledger's current time. */
   sweep(params?: SweepParams): Promise<SweepReport>;
   /**
-   * One pass of the dispatcher (dispatch.ts): the sweep at the ledger's current time, then,
-   * in the same transaction and with the capacity the sweep freed, the release of work
-   * messages for waiting jobs (fair mode; in fifo mode only the sweep).
+   * One pass of the dispatcher (dispatch.ts): the sweep at the ledger's current time (unless
+   * `sweep: false`), then, in the same transaction and with the capacity the sweep freed, the
+   * release of work messages for waiting jobs (fair mode; in fifo mode only the sweep).
    */
   dispatch(params: DispatchParams): Promise<DispatchReport>;
   /** A tenant's weight in the fair share (null: back to 1). */
@@ -534,11 +534,25 @@ export interface DispatchParams extends SweepParams {
    * instead of waiting for a settle, a dispatch pass and the relay to bring it.
    */
   aheadPerSlot?: number;
+  /**
+   * Whether the pass sweeps first (default true). A pass that does not only releases: the
+   * dispatcher's passes woken by a submit or a settle, between the interval's passes that
+   * sweep. It still never counts a lease past its deadline, swept or not.
+   */
+  sweep?: boolean;
 }
 
 export interface DispatchReport extends SweepReport {
   /** Jobs whose work message was released by this pass. */
   released: Array<{ jobId: string; attempt: number; tenant: string; type: string }>;
+  /** Due jobs still waiting for their release after this pass (held back by a full slot, a limit or a concurrency key). */
+  waiting: number;
+  /**
+   * Some job still waits, and each one waits for a slot of its type: every slot holds a job
+   * and has its `aheadPerSlot` released behind it, so nothing more goes out until jobs end,
+   * and a slot that ends one finds the next already in the broker.
+   */
+  slotsFull: boolean;
 }
 
 /** A running limit: '' in tenant or type stands for any. */

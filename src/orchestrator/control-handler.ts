@@ -40,8 +40,8 @@ export interface UploadSigning {
 export interface ControlObserver {
   granted(job: Job): void;
   settled(job: Job, attempt: number, transition: string): void;
-  /** A heartbeat's report was recorded in the fleet. */
-  heard?(report: WorkerReport): void;
+  /** A heartbeat's report was recorded in the fleet; `offerChanged`: a worker new to it, or whose job types or slots changed. */
+  heard?(report: WorkerReport, offerChanged: boolean): void;
 }
 
 /**
@@ -150,8 +150,8 @@ export class ControlHandler {
         message: `worker ${request.worker} is a live member of the fleet, and this heartbeat is not from its process`,
       };
     }
-    this.fleet.record(report, result.heardAt);
-    this.observer?.heard?.(report);
+    const offerChanged = this.fleet.record(report, result.heardAt);
+    this.observer?.heard?.(report, offerChanged);
     return {
       op: 'heartbeat',
       ttlMs: this.config.leaseTtlMs,

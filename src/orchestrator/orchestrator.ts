@@ -147,10 +147,10 @@ export class Orchestrator {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
         // A worker whose broker user may not declare queues consumes the ones the orchestrator declares.
-        heard: (report) => {
+        heard: (report, offerChanged) => {
           this.relay.declareWorkQueues(report.jobTypes);
-          // A heartbeat may announce free slots (a new worker, or one that finished jobs).
-          this.dispatcher.wake();
+          // New slots to fill. (A worker's own slots freed by jobs it ended were announced by their settles.)
+          if (offerChanged) this.dispatcher.wake();
         },
       },
       options.objectStore

@@ -1,9 +1,11 @@
 /**
  * dispatch: one pass of the dispatcher at the ledger's current time, in one transaction.
  *
- *   1. the sweep (sweep.ts): expired leases are taken back first, so that what they held
- *      is free before anything is counted (reap before you count: a limit counted over
- *      orphaned leases would hold back work forever);
+ *   1. the sweep (sweep.ts), unless `sweep: false`: expired leases are taken back first, so
+ *      that what they held is free before anything is counted (reap before you count: a
+ *      limit counted over orphaned leases would hold back work forever). A pass that does
+ *      not sweep still counts no lease past its deadline (selectOccupancy), so what it
+ *      leaves to the next sweep is free in it too;
  *   2. in fair mode, for each job type with waiting jobs: its credit is the slots of the
  *      workers offering it (heard from within fleetWindowMs; each counted 1 + aheadPerSlot
  *      times) less the capacity the type
@@ -16,11 +18,14 @@
  * message in flight. Where several orchestrators share the database (PostgreSQL) a lock
  * taken first makes their passes one at a time, so two never count the same free slot.
  *
- * Params: fleetWindowMs, aheadPerSlot? (default 0), and the sweep's (limit?, redispatchTypes?)
- * Result: the sweep's report and the jobs released.
+ * Params: fleetWindowMs, aheadPerSlot? (default 0), sweep? (default true), and the sweep's
+ *   (limit?, redispatchTypes?)
+ * Result: the sweep's report, the jobs released, how many due jobs still wait, and whether
+ *   every one of them waits for a slot of its type (slotsFull: all taken, each with its
+ *   aheadPerSlot released behind it), as opposed to a limit or a concurrency key.
  */
 import { LedgerError } from '../errors.js';
-import type { DispatchParams, DispatchReport, DispatchState, WaitingFor } from '../ledger.js';
+import type { DispatchParams, DispatchReport, DispatchState, SweepReport, WaitingFor } from '../ledger.js';
 import { Capacity, chooseReleases, type TenantQueue } from '../shared/dispatch-rules.js';
 import { workMessage } from '../shared/outbox-messages.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
@@ -38,11 +43,12 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   if (!Number.isInteger(aheadPerSlot) || aheadPerSlot < 0) throw new LedgerError('invalid_input', 'aheadPerSlot must be a whole number >= 0');
   const { now, config } = env;
   yield* run('lockDispatch', {});
-  const swept = yield* sweep(params, env);
-  if (config.dispatch === 'fifo') return { ...swept, released: [] };
+  const swept = params.sweep === false ? nothingSwept() : yield* sweep(params, env);
+  const nothingWaits = { ...swept, released: [], waiting: 0, slotsFull: false };
+  if (config.dispatch === 'fifo') return nothingWaits;
 
   const groups = yield* run('selectWaitingGroups', { now });
-  if (groups.length === 0) return { ...swept, released: [] };
+  if (groups.length === 0) return nothingWaits;
   const slots = new Map<string, number>();
   for (const member of yield* run('selectFleet', { heardSince: now - params.fleetWindowMs })) {
     for (const type of member.jobTypes) slots.set(type, (slots.get(type) ?? 0) + member.slots * (1 + aheadPerSlot));
@@ -51,16 +57,27 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   const weights = new Map((yield* run('selectTenantWeights', {})).map(({ tenant, weight }) => [tenant, weight]));
 
   const released: WaitingJob[] = [];
+  let waiting = 0;
+  let slotsFull = true;
   for (const type of [...new Set(groups.map((group) => group.type))].sort()) {
-    const credit = Math.min((slots.get(type) ?? 0) - capacity.ofType(type), capacity.typeRoom(type));
-    if (credit <= 0) continue;
-    const queues: TenantQueue[] = [];
-    for (const { tenant } of groups.filter((group) => group.type === type)) {
-      if (capacity.tenantFull(tenant, type)) continue;
-      const jobs = yield* run('selectWaitingJobs', { type, tenant, now, limit: credit + keyLookahead });
-      queues.push({ tenant, weight: weights.get(tenant) ?? 1, jobs });
+    const ofType = groups.filter((group) => group.type === type);
+    const slotCredit = () => (slots.get(type) ?? 0) - capacity.ofType(type);
+    const credit = Math.min(slotCredit(), capacity.typeRoom(type));
+    let releasedOfType = 0;
+    if (credit > 0) {
+      const queues: TenantQueue[] = [];
+      for (const { tenant } of ofType) {
+        if (capacity.tenantFull(tenant, type)) continue;
+        const jobs = yield* run('selectWaitingJobs', { type, tenant, now, limit: credit + keyLookahead });
+        queues.push({ tenant, weight: weights.get(tenant) ?? 1, jobs });
+      }
+      const chosen = chooseReleases(type, credit, queues, capacity);
+      released.push(...chosen);
+      releasedOfType = chosen.length;
     }
-    released.push(...chooseReleases(type, credit, queues, capacity));
+    const left = ofType.reduce((sum, group) => sum + group.count, 0) - releasedOfType;
+    waiting += left;
+    if (left > 0 && slotCredit() > 0) slotsFull = false;
   }
   if (released.length > 0) {
     const marked = yield* run('markDispatched', {
@@ -72,7 +89,16 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
     const messages = released.map((job) => ({ jobId: job.id, body: JSON.stringify(workMessage(job)) }));
     yield* run('insertWorkMessages', { messages, now, availableAt: now });
   }
-  return { ...swept, released: released.map(({ id, attempt, tenant, type }) => ({ jobId: id, attempt, tenant, type })) };
+  return {
+    ...swept,
+    released: released.map(({ id, attempt, tenant, type }) => ({ jobId: id, attempt, tenant, type })),
+    waiting,
+    slotsFull: waiting > 0 && slotsFull,
+  };
+}
+
+function nothingSwept(): SweepReport {
+  return { abandoned: [], requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 }
 
 export function* setTenantWeight({ tenant, weight }: { tenant: string; weight: number | null }): Plan<void> {
