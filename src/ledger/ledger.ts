@@ -327,7 +327,13 @@ export interface LeaseRef {
   token: string;
 }
 
-export interface GrantLeaseParams {
+/** A request made for a tenant's job (a worker names the tenant of its work message). */
+export interface TenantScoped {
+  /** The job's tenant, as the asker names it: another tenant's job is answered `unknown_job`, as a missing one, and left as it is. Absent: any tenant's. */
+  tenant?: string;
+}
+
+export interface GrantLeaseParams extends TenantScoped {
   jobId: string;
   attempt: number;
   worker: string;
@@ -479,7 +485,7 @@ export interface RecordProgressParams extends LeaseRef {
 
 export type SettleOutcome = { kind: 'finished'; result: JobResult } | { kind: 'failed'; error: SerializedError };
 
-export interface SettleParams extends LeaseRef {
+export interface SettleParams extends LeaseRef, TenantScoped {
   outcome: SettleOutcome;
 }
 
@@ -487,7 +493,7 @@ export type SettleResult =
   | { accepted: true; job: Job; transition: Extract<Transition, 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running'> }
   | { accepted: false; reason: LeaseLoss };
 
-export interface ReleaseParams extends LeaseRef {
+export interface ReleaseParams extends LeaseRef, TenantScoped {
   /** Why the worker hands the lease back, recorded on the attempt. */
   error: SerializedError;
 }
