@@ -184,6 +184,14 @@ export interface Ledger {
    */
   watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed>;
   close(): Promise<void>;
+  /**
+   * True where the writes asked for in one turn of the event loop run in one transaction,
+   * in the order asked, each seeing the ones before it, and are answered once it committed
+   * (SQLite's group commit): a write asked for right after another, before awaiting it, sees
+   * it and shares its fsync. Where it is not true (PostgreSQL), such a write runs beside the
+   * other and may not see it.
+   */
+  readonly writesOfATurnCommitTogether?: boolean;
 }
 
 export interface JobChangeListener {

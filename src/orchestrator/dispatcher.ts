@@ -52,6 +52,12 @@ export class Dispatcher {
     private readonly fleetWindowMs: number,
     private readonly onChange: (report: DispatchReport) => void,
     private readonly redispatchTypes: () => readonly string[] | undefined = () => undefined,
+    /**
+     * Called as a pass is asked of the ledger, before it commits: where the writes of a turn
+     * commit together, a write asked for now (the relay's claim of the work it releases)
+     * joins its transaction and sees its rows.
+     */
+    private readonly onPassAsked: () => void = () => undefined,
   ) {
     this.loop = new Loop('dispatcher', logger, async () => {
       const sweep = performance.now() >= this.sweepAt;
@@ -79,6 +85,16 @@ export class Dispatcher {
     else this.wakeTimer = setTimeout(run, waitMs);
   }
 
+  /**
+   * Like `wake`, but when the last pass left nothing waiting the pass is asked for in this
+   * turn: after a write the caller has just asked for and not yet awaited (a submit), where
+   * the writes of a turn commit together, the pass joins that transaction and sees the write.
+   */
+  wakeInThisTurn(): void {
+    if (this.lastPass.waiting > 0 || this.wakeTimer || this.wakeImmediate) return this.wake();
+    this.loop.wake();
+  }
+
   stop(): Promise<void> {
     clearTimeout(this.wakeTimer);
     if (this.wakeImmediate) clearImmediate(this.wakeImmediate);
@@ -94,12 +110,14 @@ export class Dispatcher {
 
   private async pass(sweep: boolean): Promise<DispatchReport> {
     const redispatchTypes = sweep ? this.redispatchTypes() : undefined;
-    const report = await this.ledger.dispatch({
+    const asked = this.ledger.dispatch({
       fleetWindowMs: this.fleetWindowMs,
       aheadPerSlot: defaultAheadPerSlot,
       sweep,
       ...(redispatchTypes === undefined ? {} : { redispatchTypes }),
     });
+    this.onPassAsked();
+    const report = await asked;
     this.lastPass = { waiting: report.waiting, slotsFull: report.slotsFull };
     const swept = report.abandoned.length + report.requeued.length + report.exhausted.length + report.cancelled.length + report.redispatched.length;
     if (swept > 0) {
