@@ -72,9 +72,9 @@ export interface Ledger {
   /** One sweeper pass at the ledger's current time. */
   sweep(params?: SweepParams): Promise<SweepReport>;
   /**
-   * One pass of the dispatcher (dispatch.ts): the sweep at the ledger's current time, then,
-   * in the same transaction and with the capacity the sweep freed, the release of work
-   * messages for waiting jobs (fair mode; in fifo mode only the sweep).
+   * One pass of the dispatcher (dispatch.ts): the sweep at the ledger's current time (unless
+   * `sweep: false`), then, in the same transaction and with the capacity the sweep freed, the
+   * release of work messages for waiting jobs (fair mode; in fifo mode only the sweep).
    */
   dispatch(params: DispatchParams): Promise<DispatchReport>;
   /** A tenant's weight in the fair share (null: back to 1). */
@@ -184,6 +184,14 @@ export interface Ledger {
    */
   watchJobChanges(listener: JobChangeListener): Promise<JobChangeFeed>;
   close(): Promise<void>;
+  /**
+   * True where the writes asked for in one turn of the event loop run in one transaction,
+   * in the order asked, each seeing the ones before it, and are answered once it committed
+   * (SQLite's group commit): a write asked for right after another, before awaiting it, sees
+   * it and shares its fsync. Where it is not true (PostgreSQL), such a write runs beside the
+   * other and may not see it.
+   */
+  readonly writesOfATurnCommitTogether?: boolean;
 }
 
 export interface JobChangeListener {
@@ -327,7 +335,13 @@ export interface LeaseRef {
   token: string;
 }
 
-export interface GrantLeaseParams {
+/** A request made for a tenant's job (a worker names the tenant of its work message). */
+export interface TenantScoped {
+  /** The job's tenant, as the asker names it: another tenant's job is answered `unknown_job`, as a missing one, and left as it is. Absent: any tenant's. */
+  tenant?: string;
+}
+
+export interface GrantLeaseParams extends TenantScoped {
   jobId: string;
   attempt: number;
   worker: string;
@@ -479,7 +493,7 @@ export interface RecordProgressParams extends LeaseRef {
 
 export type SettleOutcome = { kind: 'finished'; result: JobResult } | { kind: 'failed'; error: SerializedError };
 
-export interface SettleParams extends LeaseRef {
+export interface SettleParams extends LeaseRef, TenantScoped {
   outcome: SettleOutcome;
 }
 
@@ -487,7 +501,7 @@ export type SettleResult =
   | { accepted: true; job: Job; transition: Extract<Transition, 'finish' | 'fail_permanent' | 'retry' | 'exhaust' | 'cancel_running'> }
   | { accepted: false; reason: LeaseLoss };
 
-export interface ReleaseParams extends LeaseRef {
+export interface ReleaseParams extends LeaseRef, TenantScoped {
   /** Why the worker hands the lease back, recorded on the attempt. */
   error: SerializedError;
 }
@@ -534,11 +548,28 @@ export interface DispatchParams extends SweepParams {
    * instead of waiting for a settle, a dispatch pass and the relay to bring it.
    */
   aheadPerSlot?: number;
+  /**
+   * Whether the pass sweeps first (default true). A pass that does not only releases: the
+   * dispatcher's passes woken by a submit or a settle, between the interval's passes that
+   * sweep. It still never counts a lease past its deadline, swept or not.
+   */
+  sweep?: boolean;
 }
 
 export interface DispatchReport extends SweepReport {
   /** Jobs whose work message was released by this pass. */
   released: Array<{ jobId: string; attempt: number; tenant: string; type: string }>;
+  /**
+   * Some due job still waits for its release after this pass (held back by a full slot, a
+   * limit or a concurrency key). Not a count: a pass reads only what it can release.
+   */
+  waiting: boolean;
+  /**
+   * Some job still waits, and each one waits for a slot of its type: every slot holds a job
+   * and has its `aheadPerSlot` released behind it, so nothing more goes out until jobs end,
+   * and a slot that ends one finds the next already in the broker.
+   */
+  slotsFull: boolean;
 }
 
 /** A running limit: '' in tenant or type stands for any. */

@@ -33,9 +33,15 @@ export class Fleet {
     readonly windowMs: number,
   ) {}
 
-  /** Records a heartbeat's report the ledger accepted, heard at `heardAt` (the ledger's time; now unless given). */
-  record(report: WorkerReport, heardAt = this.clock.now()): void {
+  /**
+   * Records a heartbeat's report the ledger accepted, heard at `heardAt` (the ledger's time;
+   * now unless given). Answers whether it changed what the fleet offers: a worker new (or
+   * back after falling out of the window), or one whose job types or slots changed.
+   */
+  record(report: WorkerReport, heardAt = this.clock.now()): boolean {
+    const known = this.members.get(report.worker);
     this.members.set(report.worker, { ...report, lastHeartbeat: heardAt });
+    return known === undefined || !this.isLive(known) || known.slots !== report.slots || !sameList(known.jobTypes, report.jobTypes);
   }
 
   /** Takes in the fleet the ledger holds: each member heard from later than this orchestrator last heard it. */
@@ -83,4 +89,8 @@ export class Fleet {
   private isLive(member: FleetMember): boolean {
     return member.lastHeartbeat >= this.clock.now() - this.windowMs;
   }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((item, i) => item === b[i]);
 }

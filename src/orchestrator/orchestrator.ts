@@ -147,10 +147,10 @@ export class Orchestrator {
         granted: (job) => this.metrics.leaseGranted(job),
         settled: (job, attempt, transition) => this.metrics.settled(job, attempt, transition),
         // A worker whose broker user may not declare queues consumes the ones the orchestrator declares.
-        heard: (report) => {
+        heard: (report, offerChanged) => {
           this.relay.declareWorkQueues(report.jobTypes);
-          // A heartbeat may announce free slots (a new worker, or one that finished jobs).
-          this.dispatcher.wake();
+          // New slots to fill. (A worker's own slots freed by jobs it ended were announced by their settles.)
+          if (offerChanged) this.dispatcher.wake();
         },
       },
       options.objectStore
@@ -211,6 +211,10 @@ export class Orchestrator {
         for (const { jobId } of report.released) this.events.emit({ jobId, kind: 'state' });
       },
       () => this.fleet.typesWithFreeSlots(),
+      // SQLite: the relay's claim joins the pass's transaction, so what it releases is claimed in the same commit.
+      () => {
+        if (options.ledger.writesOfATurnCommitTogether) this.relay.notify();
+      },
     );
     this.fleetRefresh = new Loop('fleet refresh', options.logger.child({ part: 'fleet' }), async () => {
       this.fleet.merge(await this.ledger.listFleet({ windowMs: this.fleet.windowMs }));
@@ -282,14 +286,21 @@ export class Orchestrator {
   }
 
   async submitMany(params: SubmitParams[]): Promise<SubmitResult[]> {
-    const results = await this.options.ledger.submitMany(params);
     // One look at the fleet serves the whole batch.
     const fleet = this.fleet.known();
     const declared = this.options.declaredFleet ?? { jobTypes: [], capabilities: [] };
+    const submitted = this.options.ledger.submitMany(params);
+    // SQLite: a pass asked for now shares the submit's transaction (and its fsync), and releases the new jobs in it;
+    // unless one of them is to fail as unroutable, whose work must not be released before it fails.
+    const passJoins =
+      this.options.ledger.writesOfATurnCommitTogether === true &&
+      (fleet === undefined || params.every((p) => missingCapability({ type: p.type, requires: p.requires ?? [] }, fleet, declared) === undefined));
+    if (passJoins) this.dispatcher.wakeInThisTurn();
+    const results = await submitted;
     const routed: SubmitResult[] = [];
     for (const result of results) routed.push(result.created ? { created: true, job: await this.admit(result.job, fleet, declared) } : result);
     this.relay.notify();
-    this.dispatcher.wake();
+    if (!passJoins) this.dispatcher.wake();
     return routed;
   }
 

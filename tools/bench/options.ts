@@ -58,7 +58,7 @@ export const fullProfile: BenchProfile = {
   queuedJobs: 1_000_000,
   // With fifo, a million work messages relayed into the embedded broker while the sweeper walks the
   // released backlog for redispatch did not finish within the section's time on a loaded machine:
-  // a tenth of it (docs/performance.md, change 12).
+  // a tenth of it (docs/performance.md, change 15).
   queuedJobsFifo: 100_000,
   bulkChunk: 10_000,
   queuedWaitMaxMs: 30_000,

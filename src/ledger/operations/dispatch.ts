@@ -1,9 +1,11 @@
 /**
  * dispatch: one pass of the dispatcher at the ledger's current time, in one transaction.
  *
- *   1. the sweep (sweep.ts): expired leases are taken back first, so that what they held
- *      is free before anything is counted (reap before you count: a limit counted over
- *      orphaned leases would hold back work forever);
+ *   1. the sweep (sweep.ts), unless `sweep: false`: expired leases are taken back first, so
+ *      that what they held is free before anything is counted (reap before you count: a
+ *      limit counted over orphaned leases would hold back work forever). A pass that does
+ *      not sweep still counts no lease past its deadline (selectOccupancy), so what it
+ *      leaves to the next sweep is free in it too;
  *   2. in fair mode, for each job type with waiting jobs: its credit is the slots of the
  *      workers offering it (heard from within fleetWindowMs; each counted 1 + aheadPerSlot
  *      times) less the capacity the type
@@ -16,11 +18,14 @@
  * message in flight. Where several orchestrators share the database (PostgreSQL) a lock
  * taken first makes their passes one at a time, so two never count the same free slot.
  *
- * Params: fleetWindowMs, aheadPerSlot? (default 0), and the sweep's (limit?, redispatchTypes?)
- * Result: the sweep's report and the jobs released.
+ * Params: fleetWindowMs, aheadPerSlot? (default 0), sweep? (default true), and the sweep's
+ *   (limit?, redispatchTypes?)
+ * Result: the sweep's report, the jobs released, how many due jobs still wait, and whether
+ *   every one of them waits for a slot of its type (slotsFull: all taken, each with its
+ *   aheadPerSlot released behind it), as opposed to a limit or a concurrency key.
  */
 import { LedgerError } from '../errors.js';
-import type { DispatchParams, DispatchReport, DispatchState, WaitingFor } from '../ledger.js';
+import type { DispatchParams, DispatchReport, DispatchState, SweepReport, WaitingFor } from '../ledger.js';
 import { Capacity, chooseReleases, type TenantQueue } from '../shared/dispatch-rules.js';
 import { workMessage } from '../shared/outbox-messages.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
@@ -38,13 +43,14 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   if (!Number.isInteger(aheadPerSlot) || aheadPerSlot < 0) throw new LedgerError('invalid_input', 'aheadPerSlot must be a whole number >= 0');
   const { now, config } = env;
   yield* run('lockDispatch', {});
-  const swept = yield* sweep(params, env);
-  if (config.dispatch === 'fifo') return { ...swept, released: [] };
+  const swept = params.sweep === false ? nothingSwept() : yield* sweep(params, env);
+  const nothingWaits = { ...swept, released: [], waiting: false, slotsFull: false };
+  if (config.dispatch === 'fifo') return nothingWaits;
 
   // The pairs with queued jobs, not a count of the waiting ones: with a backlog of a million
   // jobs, every pass would read them all. A pair with none waiting reads no job below.
   const groups = yield* run('selectQueuedGroups', {});
-  if (groups.length === 0) return { ...swept, released: [] };
+  if (groups.length === 0) return nothingWaits;
   const slots = new Map<string, number>();
   for (const member of yield* run('selectFleet', { heardSince: now - params.fleetWindowMs })) {
     for (const type of member.jobTypes) slots.set(type, (slots.get(type) ?? 0) + member.slots * (1 + aheadPerSlot));
@@ -53,16 +59,36 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
   const weights = new Map((yield* run('selectTenantWeights', {})).map(({ tenant, weight }) => [tenant, weight]));
 
   const released: WaitingJob[] = [];
+  let waiting = false;
+  let slotsFull = true;
   for (const type of [...new Set(groups.map((group) => group.type))].sort()) {
-    const credit = Math.min((slots.get(type) ?? 0) - capacity.ofType(type), capacity.typeRoom(type));
-    if (credit <= 0) continue;
+    const ofType = groups.filter((group) => group.type === type);
+    const slotCredit = () => (slots.get(type) ?? 0) - capacity.ofType(type);
+    const credit = Math.min(slotCredit(), capacity.typeRoom(type));
     const queues: TenantQueue[] = [];
-    for (const { tenant } of groups.filter((group) => group.type === type)) {
-      if (capacity.tenantFull(tenant, type)) continue;
-      const jobs = yield* run('selectWaitingJobs', { type, tenant, now, limit: credit + keyLookahead });
-      queues.push({ tenant, weight: weights.get(tenant) ?? 1, jobs });
+    // A pair not read for releases (no credit, or its tenant at a limit) is read for one
+    // due job: whether something still waits (a pair may hold only delayed jobs).
+    const stillDue = function* (tenant: string) {
+      return (yield* run('selectWaitingJobs', { type, tenant, now, limit: 1 })).length > 0;
+    };
+    let typeWaits = false;
+    for (const { tenant } of ofType) {
+      if (credit > 0 && !capacity.tenantFull(tenant, type)) {
+        const jobs = yield* run('selectWaitingJobs', { type, tenant, now, limit: credit + keyLookahead });
+        queues.push({ tenant, weight: weights.get(tenant) ?? 1, jobs });
+      } else if (!typeWaits && (yield* stillDue(tenant))) typeWaits = true;
     }
-    released.push(...chooseReleases(type, credit, queues, capacity));
+    if (queues.length > 0) {
+      const chosen = chooseReleases(type, credit, queues, capacity);
+      released.push(...chosen);
+      // Fewer than the limit read means every due job of that tenant was seen.
+      const releasedOf = (tenant: string) => chosen.filter((job) => job.tenant === tenant).length;
+      if (queues.some(({ tenant, jobs }) => jobs.length > releasedOf(tenant))) typeWaits = true;
+    }
+    if (typeWaits) {
+      waiting = true;
+      if (slotCredit() > 0) slotsFull = false;
+    }
   }
   if (released.length > 0) {
     const marked = yield* run('markDispatched', {
@@ -74,7 +100,16 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
     const messages = released.map((job) => ({ jobId: job.id, body: JSON.stringify(workMessage(job)) }));
     yield* run('insertWorkMessages', { messages, now, availableAt: now });
   }
-  return { ...swept, released: released.map(({ id, attempt, tenant, type }) => ({ jobId: id, attempt, tenant, type })) };
+  return {
+    ...swept,
+    released: released.map(({ id, attempt, tenant, type }) => ({ jobId: id, attempt, tenant, type })),
+    waiting,
+    slotsFull: waiting && slotsFull,
+  };
+}
+
+function nothingSwept(): SweepReport {
+  return { abandoned: [], requeued: [], exhausted: [], cancelled: [], redispatched: [] };
 }
 
 export function* setTenantWeight({ tenant, weight }: { tenant: string; weight: number | null }): Plan<void> {

@@ -11,9 +11,10 @@
  * settle within grantWindowMs) is taken back by the sweep (edge abandon). Anyone else, the same worker name included, is refused:
  * the token goes only to its holder.
  *
- * Params: jobId, attempt n (from the work message), worker, holderProof (optional)
+ * Params: jobId, attempt n (from the work message), worker, holderProof (optional), tenant
+ *   (optional: the guarded UPDATEs hold it too, so another tenant's job is never granted)
  * Result: { granted: true, job, token, deadline } or { granted: false, reason } with reason
- *   unknown_job      no such job
+ *   unknown_job      no such job (or another tenant's)
  *   ended            the job already finished or failed
  *   other_attempt    the job is at another attempt: this work message is stale
  *   already_running  attempt n is already leased
@@ -24,7 +25,7 @@ import { randomUUID } from 'node:crypto';
 
 import type { GrantLeaseParams, GrantLeaseResult } from '../ledger.js';
 import { validateWorkerId } from '../shared/input-validation.js';
-import { grantRefusal } from '../shared/lease-rules.js';
+import { grantRefusal, ofTenant } from '../shared/lease-rules.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
 /** Rounds of UPDATE-then-read; see below. */
@@ -33,6 +34,7 @@ const TRIES = 3;
 export function* grantLease(params: GrantLeaseParams, env: OperationEnv): Plan<GrantLeaseResult> {
   validateWorkerId(params.worker);
   const { jobId, attempt, worker } = params;
+  const tenant = params.tenant ?? null;
   const { now } = env;
   const deadline = now + env.config.leaseTtlMs;
   const proof = params.holderProof ?? null;
@@ -44,14 +46,14 @@ export function* grantLease(params: GrantLeaseParams, env: OperationEnv): Plan<G
   // first read always names the reason.
   for (let tries = 0; tries < TRIES; tries++) {
     const token = randomUUID();
-    const granted = yield* run('grantLease', { jobId, attempt, worker, proof, token, deadline, now, abandonAt });
+    const granted = yield* run('grantLease', { jobId, tenant, attempt, worker, proof, token, deadline, now, abandonAt });
     if (granted) {
       yield* run('insertAttempt', { jobId, attempt, worker, now });
       return { granted: true, job: granted, token, deadline };
     }
-    const renewed = proof === null ? undefined : yield* run('regrantLease', { jobId, attempt, worker, proof, deadline, now, abandonAt });
+    const renewed = proof === null ? undefined : yield* run('regrantLease', { jobId, tenant, attempt, worker, proof, deadline, now, abandonAt });
     if (renewed) return { granted: true, job: renewed, token: renewed.leaseToken!, deadline };
-    const job = yield* run('selectJob', { jobId });
+    const job = ofTenant(yield* run('selectJob', { jobId }), params.tenant);
     const reason = grantRefusal(job, attempt, now);
     if (reason) return { granted: false, reason, ...(job ? { job } : {}) };
   }

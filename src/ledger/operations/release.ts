@@ -12,19 +12,20 @@
  * is read with lockJob, as in settle, so the edge chosen cannot change under its UPDATE.
  *
  * Result: { accepted: true, job, transition } or { accepted: false, reason } with reason
- *   unknown_job | ended | superseded | expired (an expired lease is the sweeper's).
+ *   unknown_job (none, or another tenant's when `tenant` is given) | ended | superseded | expired
+ *   (an expired lease is the sweeper's).
  * Throws: LedgerError invalid_input for a malformed error or a NUL in its code.
  */
 import type { ReleaseParams, ReleaseResult } from '../ledger.js';
 import { validateReleaseError } from '../shared/input-validation.js';
-import { leaseLoss, releaseTransition } from '../shared/lease-rules.js';
+import { leaseLoss, ofTenant, releaseTransition } from '../shared/lease-rules.js';
 import { cancelledError } from '../shared/recorded-errors.js';
 import { fail, requeue, type Exit } from './end-attempt.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
 export function* release(params: ReleaseParams, env: OperationEnv): Plan<ReleaseResult> {
   const error = validateReleaseError(params);
-  const job = yield* run('lockJob', { jobId: params.jobId });
+  const job = ofTenant(yield* run('lockJob', { jobId: params.jobId }), params.tenant);
   const loss = leaseLoss(job, params, env.now);
   if (loss || !job) return { accepted: false, reason: loss ?? 'unknown_job' };
 

@@ -13,21 +13,21 @@
  * settle of the same attempt waits, then reads the ended job and is refused.
  *
  * Result: { accepted: true, job, transition } or { accepted: false, reason } with reason
- *   unknown_job | ended | superseded | expired. A refused settle changes nothing, so a
+ *   unknown_job (none, or another tenant's when `tenant` is given) | ended | superseded | expired. A refused settle changes nothing, so a
  *   stale attempt announces nothing.
  * Throws: LedgerError invalid_input for a malformed outcome or a NUL in the error's code;
  *   a NUL in the error's message is replaced (U+FFFD), never refused: job code wrote it.
  */
 import type { Job, SettleParams, SettleResult } from '../ledger.js';
 import { validateSettleOutcome } from '../shared/input-validation.js';
-import { leaseLoss, settleTransition } from '../shared/lease-rules.js';
+import { leaseLoss, ofTenant, settleTransition } from '../shared/lease-rules.js';
 import { cancelledError } from '../shared/recorded-errors.js';
 import { fail, finish, requeue, type Exit } from './end-attempt.js';
 import { run, type OperationEnv, type Plan } from './plan.js';
 
 export function* settle(params: SettleParams, env: OperationEnv): Plan<SettleResult> {
   const outcome = validateSettleOutcome(params);
-  const job = yield* run('lockJob', { jobId: params.jobId });
+  const job = ofTenant(yield* run('lockJob', { jobId: params.jobId }), params.tenant);
   const loss = leaseLoss(job, params, env.now);
   if (loss || !job) return { accepted: false, reason: loss ?? 'unknown_job' };
 

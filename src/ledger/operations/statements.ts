@@ -103,10 +103,12 @@ export interface LedgerStatements {
    * Guarded, the grant edge queued@n -> running@n: where the job is queued at `attempt` and
    * due (not_before <= now), it becomes running with the lease (token, worker as holder,
    * proof, deadline), no redispatch time, started_at kept or set to now, and
-   * grant_abandoned_at := abandonAt (null: never taken back). Answers the row after.
+   * grant_abandoned_at := abandonAt (null: never taken back). Answers the row after. A
+   * non-null `tenant` guards too: another tenant's job is left as it is.
    */
   grantLease(params: {
     jobId: string;
+    tenant: string | null;
     attempt: number;
     worker: string;
     proof: string | null;
@@ -121,9 +123,11 @@ export interface LedgerStatements {
    * `worker` with the same (non-null) `proof`, its lease live at `now` and no cancel
    * requested; a grant still not taken up gets grant_abandoned_at := abandonAt (the answer to
    * this request may be lost too). Answers the row after (its token is the live lease's).
+   * A non-null `tenant` guards too, as in grantLease.
    */
   regrantLease(params: {
     jobId: string;
+    tenant: string | null;
     attempt: number;
     worker: string;
     proof: string;

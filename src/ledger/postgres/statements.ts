@@ -71,12 +71,12 @@ const insertJob = `INSERT INTO jobs (id, tenant, type, input, requires, idempote
 
 const grantLease = `UPDATE jobs SET state = 'running', lease_token = $4, lease_holder = $3, lease_proof = $7,
     lease_deadline = $5, redispatch_at = NULL, started_at = COALESCE(started_at, $6), updated_at = $6, grant_abandoned_at = $8
-  WHERE id = $1 AND state = 'queued' AND attempt = $2 AND not_before <= $6
+  WHERE id = $1 AND state = 'queued' AND attempt = $2 AND not_before <= $6 AND ($9::text IS NULL OR tenant = $9)
   RETURNING *`;
 const regrantLease = `UPDATE jobs SET lease_deadline = $4, updated_at = $5,
     grant_abandoned_at = CASE WHEN grant_abandoned_at IS NULL THEN NULL ELSE $7::bigint END
   WHERE id = $1 AND state = 'running' AND attempt = $2 AND lease_holder = $3
-    AND lease_proof = $6 AND lease_deadline > $5 AND NOT cancel_requested
+    AND lease_proof = $6 AND lease_deadline > $5 AND NOT cancel_requested AND ($8::text IS NULL OR tenant = $8)
   RETURNING *`;
 const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES ($1, $2, $3, $4)';
 
@@ -316,11 +316,11 @@ export class PgStatements implements AsyncLedgerStatements {
   }
 
   grantLease(p: Params<'grantLease'>): Promise<Job | undefined> {
-    return this.job(grantLease, [p.jobId, p.attempt, p.worker, p.token, p.deadline, p.now, p.proof, p.abandonAt]);
+    return this.job(grantLease, [p.jobId, p.attempt, p.worker, p.token, p.deadline, p.now, p.proof, p.abandonAt, p.tenant]);
   }
 
   regrantLease(p: Params<'regrantLease'>): Promise<Job | undefined> {
-    return this.job(regrantLease, [p.jobId, p.attempt, p.worker, p.deadline, p.now, p.proof, p.abandonAt]);
+    return this.job(regrantLease, [p.jobId, p.attempt, p.worker, p.deadline, p.now, p.proof, p.abandonAt, p.tenant]);
   }
 
   async insertAttempt(p: Params<'insertAttempt'>): Promise<void> {

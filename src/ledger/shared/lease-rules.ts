@@ -28,6 +28,11 @@ export function fenceLoss(job: LeaseView | undefined, ref: LeaseRef, now: number
 }
 
 /** Why attempt `attempt` of `job` cannot be granted at `now`, or undefined when it can. */
+/** The job as a request scoped to `tenant` may see it: another tenant's is as good as missing. */
+export function ofTenant<J extends Pick<Job, 'tenant'>>(job: J | undefined, tenant: string | undefined): J | undefined {
+  return job && (tenant === undefined || job.tenant === tenant) ? job : undefined;
+}
+
 export function grantRefusal(job: Pick<Job, 'state' | 'attempt' | 'notBefore'> | undefined, attempt: number, now: number): GrantRefusal | undefined {
   if (!job) return GrantRefusal.unknownJob;
   if (isTerminal(job.state)) return GrantRefusal.ended;

@@ -46,6 +46,7 @@ export function sqliteLedgerStats(ledger: Ledger): Readonly<SqliteLedgerStats> |
  * (statements.ts), run synchronously inside that SAVEPOINT.
  */
 class SqliteLedger extends PlannedLedger {
+  readonly writesOfATurnCommitTogether = true;
   private closed = false;
   private readonly stats: SqliteLedgerStats = { transactions: 0 };
   /** Writes of one event-loop turn share one transaction (one fsync); see group-commit.ts. */

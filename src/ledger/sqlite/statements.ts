@@ -55,11 +55,12 @@ const grantLease = `UPDATE jobs SET state = 'running', lease_token = @token, lea
     lease_deadline = @deadline, redispatch_at = NULL, started_at = COALESCE(started_at, @now), updated_at = @now,
     grant_abandoned_at = @abandonAt
   WHERE id = @jobId AND state = 'queued' AND attempt = @attempt AND not_before <= @now
+    AND (@tenant IS NULL OR tenant = @tenant)
   RETURNING *`;
 const regrantLease = `UPDATE jobs SET lease_deadline = @deadline, updated_at = @now,
     grant_abandoned_at = CASE WHEN grant_abandoned_at IS NULL THEN NULL ELSE @abandonAt END
   WHERE id = @jobId AND state = 'running' AND attempt = @attempt AND lease_holder = @worker
-    AND lease_proof = @proof AND lease_deadline > @now AND cancel_requested = 0
+    AND lease_proof = @proof AND lease_deadline > @now AND cancel_requested = 0 AND (@tenant IS NULL OR tenant = @tenant)
   RETURNING *`;
 const insertAttempt = 'INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (@jobId, @attempt, @worker, @now)';
 

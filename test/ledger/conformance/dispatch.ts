@@ -155,6 +155,44 @@ export function dispatchConformance(run: Run): void {
         assert.equal(await ledger.waitingFor(jobs[0]!.id), 'tenant_limit', 'the reaped jobs wait their turn at attempt 2');
       }, fair));
 
+    it('a pass without the sweep leaves expired leases to the next sweep but counts none of them', () =>
+      run(async ({ ledger, clock }) => {
+        const jobs = await submitAll(ledger, 4, {});
+        await worker(ledger, 'w1', ['transcode'], 1);
+        assert.deepEqual(released(await pass(ledger)), [jobs[0]!.id]);
+        await grant(ledger, jobs[0]!.id, 'w1');
+        // The lease runs out (its worker died); the fleet stays at one slot, counted twice with one ahead.
+        clock.advance(TTL);
+        await worker(ledger, 'w1', ['transcode'], 1);
+        const releaseOnly = await ledger.dispatch({ fleetWindowMs: WINDOW, aheadPerSlot: 1, sweep: false });
+        assert.deepEqual(
+          [releaseOnly.abandoned, releaseOnly.requeued, releaseOnly.exhausted, releaseOnly.cancelled, releaseOnly.redispatched],
+          [[], [], [], [], []],
+          'nothing swept',
+        );
+        assert.deepEqual(released(releaseOnly), [jobs[1]!.id, jobs[2]!.id], 'the expired lease holds no slot: both of the round go out');
+        assert.equal((await mustGetJob(ledger, jobs[0]!.id)).state, 'running', 'left for the sweep');
+        assert.deepEqual([releaseOnly.waiting, releaseOnly.slotsFull], [true, true], 'one job waits, for a slot');
+        const swept = await ledger.dispatch({ fleetWindowMs: WINDOW, aheadPerSlot: 1 });
+        assert.deepEqual(
+          swept.requeued.map((r) => r.jobId),
+          [jobs[0]!.id],
+          'the next whole pass sweeps it',
+        );
+      }, fair));
+
+    it('reports what still waits after a pass, and whether only slots hold it back', () =>
+      run(async ({ ledger }) => {
+        const left = ({ waiting, slotsFull }: DispatchReport) => ({ waiting, slotsFull });
+        await submitAll(ledger, 3, {});
+        assert.deepEqual(left(await pass(ledger)), { waiting: true, slotsFull: true }, 'no worker: no slot');
+        await worker(ledger, 'w1', ['transcode'], 5);
+        assert.deepEqual(left(await pass(ledger)), { waiting: false, slotsFull: false }, 'all released');
+        await ledger.setRunningLimit({ tenant: 'acme', maxRunning: 3 });
+        await submitAll(ledger, 2, {});
+        assert.deepEqual(left(await pass(ledger)), { waiting: true, slotsFull: false }, 'held by the limit while slots are free');
+      }, fair));
+
     it('a requeued attempt waits for the dispatcher, after its backoff', () =>
       run(async ({ ledger, clock }) => {
         await worker(ledger, 'w1', ['transcode'], 1);

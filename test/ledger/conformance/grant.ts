@@ -94,6 +94,20 @@ export function grantConformance(run: Run): void {
         await settleOk(ledger, g.ref, finished());
       }));
 
+    it('a request naming another tenant is refused as unknown_job, queued or held, and changes nothing', () =>
+      run(async ({ ledger }) => {
+        const job = await submitJob(ledger, { tenant: 'acme' });
+        const ask = (tenant: string) => ledger.grantLease({ jobId: job.id, tenant, attempt: 1, worker: 'w1', holderProof: proofOf('w1') });
+        const queued = await snapshot(ledger, [job.id]);
+        expectGrantRefused(await ask('globex'), 'unknown_job', 'another tenant');
+        assert.deepEqual(await snapshot(ledger, [job.id]), queued, 'still queued, no attempt');
+        const g = expectGranted(await ask('acme'), 'its own tenant');
+        const held = await snapshot(ledger, [job.id]);
+        expectGrantRefused(await ask('globex'), 'unknown_job', 'its holder, naming another tenant');
+        assert.deepEqual(await snapshot(ledger, [job.id]), held, 'the lease as it was');
+        assert.equal(expectGranted(await ask('acme'), 'its holder again').token, g.token);
+      }));
+
     it('the holder asking again after its lease expired, or after a cancel request, is refused', () =>
       run(async ({ ledger, clock }) => {
         const g = await submitAndGrant(ledger, {}, 'w1');

@@ -95,6 +95,15 @@ export function releaseConformance(run: Run): void {
         assert.deepEqual(await ledger.release({ ...h.ref, error: gpuLocked }), { accepted: false, reason: 'ended' });
       }));
 
+    it('a release naming another tenant is refused as unknown_job and changes nothing; naming its own, accepted', () =>
+      run(async ({ ledger }) => {
+        const g = await submitAndGrant(ledger, { tenant: 'acme' });
+        const before = await snapshot(ledger, [g.job.id]);
+        assert.deepEqual(await ledger.release({ ...g.ref, tenant: 'globex', error: gpuLocked }), { accepted: false, reason: 'unknown_job' });
+        assert.deepEqual(await snapshot(ledger, [g.job.id]), before);
+        assert.equal((await ledger.release({ ...g.ref, tenant: 'acme', error: gpuLocked })).accepted, true);
+      }));
+
     it('a release and a settle of one attempt racing: exactly one wins', () =>
       run(async ({ ledger }) => {
         const g = await submitAndGrant(ledger);

@@ -6,6 +6,7 @@ import {
   assertResultBody,
   drainOutbox,
   errors,
+  expectAccepted,
   expectGranted,
   failed,
   finished,
@@ -259,6 +260,17 @@ export function settleConformance(run: Run): void {
         assert.deepEqual(await snapshot(ledger, [g.job.id]), before);
         assert.deepEqual(await drainOutbox(ledger), []);
         await settleOk(ledger, g.ref, finished(), 'finish');
+      }));
+
+    it('a settle naming another tenant is refused as unknown_job and changes nothing; naming its own, accepted', () =>
+      run(async ({ ledger }) => {
+        const g = await submitAndGrant(ledger, { tenant: 'acme' });
+        await drainOutbox(ledger);
+        const before = await snapshot(ledger, [g.job.id]);
+        assert.deepEqual(await ledger.settle({ ...g.ref, tenant: 'globex', outcome: finished() }), { accepted: false, reason: 'unknown_job' });
+        assert.deepEqual(await snapshot(ledger, [g.job.id]), before);
+        assert.deepEqual(await drainOutbox(ledger), []);
+        expectAccepted(await ledger.settle({ ...g.ref, tenant: 'acme', outcome: finished() }), 'finish');
       }));
 
     it('a settle after the lease deadline is refused as expired, even before the sweeper runs, and changes nothing', () =>

@@ -75,6 +75,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 1, arbitrary: pickArb.map((job): Op => ({ k: 'reject', job })) },
   { weight: 3, arbitrary: fc.constant<Op>({ k: 'sweep' }) },
+  { weight: 2, arbitrary: fc.constant<Op>({ k: 'releasePass' }) },
   { weight: 6, arbitrary: advanceArb.map((ms): Op => ({ k: 'advance', ms })) },
   {
     weight: 3,

@@ -10,6 +10,7 @@ import type { SerializedError } from '../../../src/core/errors.js';
 import { LedgerError } from '../../../src/ledger/errors.js';
 import {
   backoffFor,
+  type DispatchReport,
   type Job,
   type LeaseLoss,
   type LeaseRef,
@@ -75,6 +76,8 @@ export type Op =
   | { k: 'cancel'; job: number; among: 'running' | 'open' | 'all'; tenant: 'own' | 'none' | 'other' }
   | { k: 'reject'; job: number }
   | { k: 'sweep' }
+  /** The dispatcher's pass woken between sweeps: releases work, sweeps nothing. */
+  | { k: 'releasePass' }
   | { k: 'advance'; ms: number }
   /** Moves the clock to a lease deadline or a backoff's end, give or take 1 ms. */
   | { k: 'advanceTo'; target: 'deadline' | 'notBefore'; pick: number; delta: -1 | 0 | 1 }
@@ -701,6 +704,17 @@ export class Simulation {
     assert.deepEqual(await this.jobAndOutbox(j.id), before, 'a refused reject changes nothing');
   }
 
+  /** A pass that does not sweep: nothing swept, and the releases held to the same rules (no lease past its deadline counts). */
+  async releasePass(): Promise<void> {
+    const now = this.now;
+    const report = await this.ledger.dispatch({ fleetWindowMs: FLEET_WINDOW_MS, sweep: false });
+    this.log(`releasePass -> ${report.released.length} released`);
+    const swept = report.abandoned.length + report.requeued.length + report.exhausted.length + report.cancelled.length + report.redispatched.length;
+    assert.equal(swept, 0, 'a pass without the sweep sweeps nothing');
+    if (this.config.dispatch === 'fair') this.checkReleases(report.released, now, { waiting: report.waiting, slotsFull: report.slotsFull });
+    else assert.deepEqual([report.released, report.waiting], [[], false], 'fifo: no release pass');
+  }
+
   async sweep(): Promise<void> {
     const now = this.now;
     const abandoned = this.jobs.filter(
@@ -715,7 +729,9 @@ export class Simulation {
     }
     // Fair: the orchestrator's pass is the dispatcher's, which sweeps first and then releases work.
     const report =
-      this.config.dispatch === 'fair' ? await this.ledger.dispatch({ fleetWindowMs: FLEET_WINDOW_MS }) : { ...(await this.ledger.sweep()), released: [] };
+      this.config.dispatch === 'fair'
+        ? await this.ledger.dispatch({ fleetWindowMs: FLEET_WINDOW_MS })
+        : { ...(await this.ledger.sweep()), released: [], waiting: false, slotsFull: false };
     this.log(
       `sweep -> ${report.abandoned.length} abandoned, ${report.requeued.length} requeued, ${report.exhausted.length} exhausted, ${report.cancelled.length} cancelled, ${report.redispatched.length} redispatched, ${report.released.length} released ${JSON.stringify(report)}`,
     );
@@ -770,7 +786,7 @@ export class Simulation {
       assert.equal(j.released, j.attempt, `redispatched ${id}, whose attempt ${j.attempt} was never released`);
       j.workDueAt = now;
     }
-    if (this.config.dispatch === 'fair') this.checkReleases(report.released, now);
+    if (this.config.dispatch === 'fair') this.checkReleases(report.released, now, { waiting: report.waiting, slotsFull: report.slotsFull });
   }
 
   /**
@@ -779,7 +795,11 @@ export class Simulation {
    * each; slots a grant outside the dispatcher took are not the pass's doing), and leaves
    * none of a type waiting while the type has a free slot: nothing limits these runs.
    */
-  checkReleases(released: ReadonlyArray<{ jobId: string; attempt: number; type: string }>, now: number): void {
+  checkReleases(
+    released: ReadonlyArray<{ jobId: string; attempt: number; type: string }>,
+    now: number,
+    left: Pick<DispatchReport, 'waiting' | 'slotsFull'>,
+  ): void {
     assert.equal(new Set(released.map((r) => r.jobId)).size, released.length, 'a job is released at most once per pass');
     for (const r of released) {
       const j = this.byId.get(r.jobId);
@@ -791,11 +811,13 @@ export class Simulation {
       j.released = j.attempt;
       j.workDueAt = now;
     }
+    let stillWaiting = 0;
     for (const type of TYPES) {
       const ofType = this.jobs.filter((j) => j.type === type);
       const held = ofType.filter((j) => (j.state === 'running' && j.lease!.deadline > now) || (j.state === 'queued' && j.released === j.attempt)).length;
       if (released.some((r) => r.type === type)) assert.ok(held <= FLEET_SLOTS, `type ${type}: ${held} held after a pass released work, ${FLEET_SLOTS} slots`);
       const waiting = ofType.filter((j) => j.state === 'queued' && j.released !== j.attempt && j.notBefore <= now);
+      stillWaiting += waiting.length;
       if (held < FLEET_SLOTS)
         assert.deepEqual(
           waiting.map((j) => j.id),
@@ -803,6 +825,8 @@ export class Simulation {
           `type ${type}: ${held} of ${FLEET_SLOTS} slots held, and due jobs left waiting`,
         );
     }
+    // Nothing limits these runs: whatever still waits, waits for a slot.
+    assert.deepEqual(left, { waiting: stillWaiting > 0, slotsFull: stillWaiting > 0 }, 'what the pass left waiting');
   }
 
   // ---- invariants --------------------------------------------------------------------------
@@ -881,7 +905,8 @@ export class Simulation {
       }
       case 'forgedGrant': {
         const held = this.pickHeld(op.h);
-        if (held) await this.forgedGrant(held.ref, held.worker, op.withProof);
+        // Only a lease still live is forged: an abandoned grant's attempt is queued again, anyone's to take.
+        if (held && this.byId.get(held.ref.jobId)?.lease?.token === held.ref.token) await this.forgedGrant(held.ref, held.worker, op.withProof);
         return;
       }
       case 'renew':
@@ -950,6 +975,8 @@ export class Simulation {
       }
       case 'sweep':
         return this.sweep();
+      case 'releasePass':
+        return this.releasePass();
       case 'advance':
         this.clock.advance(op.ms);
         this.log(`advance ${op.ms}`);
