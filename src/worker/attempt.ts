@@ -71,6 +71,8 @@ export class Attempt {
   private codeReturned = false;
   /** The worker forgot the attempt: a loss heard now is of no consequence. */
   private over = false;
+  /** The ledger accepted this attempt's settle: a loss heard after it is the settle's own doing. */
+  private settled = false;
   private lastProgressSentAt = 0;
   /** The fraction the job's code last reported; the upload of its outputs reports with it unchanged. */
   private lastFraction: number | undefined;
@@ -173,12 +175,16 @@ export class Attempt {
 
   /** The lease is lost: the job is aborted, and what it returns will not be stored. Only the first loss counts. */
   lose(reason: LeaseLossReason): void {
-    if (this.over || this.lost || this.handingBack) return;
+    // A heartbeat answered after this attempt's own settle was accepted finds the job ended.
+    if (this.over || this.settled || this.lost || this.handingBack) return;
     const { lease, context } = this;
     this.lost = reason;
     context.events.emit({ type: 'lease_lost', jobId: lease.jobId, attempt: lease.attempt, reason });
     // A cancel is the tenant's wish, not a fault: said at info. Any other loss is worth a warning.
     if (reason === 'cancelled') context.logger.info({ jobId: lease.jobId, attempt: lease.attempt }, 'job cancelled; stopping it');
+    // Ended while its outcome was on the way: most likely by its own settle, answered later.
+    else if (reason === 'ended' && this.codeReturned)
+      context.logger.info({ jobId: lease.jobId, attempt: lease.attempt }, 'job ended while its outcome was settled');
     else context.logger.warn({ jobId: lease.jobId, attempt: lease.attempt, reason }, 'lease lost; stopping the job');
     lease.abort.abort(new Error(`lease lost: ${reason}`));
   }
@@ -350,9 +356,11 @@ export class Attempt {
       try {
         const reply = await context.control.settle({ jobId: lease.jobId, attempt: lease.attempt, token: lease.token, tenant: lease.tenant, outcome });
         if (reply.accepted) {
+          this.settled = true;
           context.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: reply.state, transition: reply.transition });
         } else if (retried && reply.reason === 'ended') {
           // An earlier try of this same settle was applied; its reply was lost on the way.
+          this.settled = true;
           context.events.emit({ type: 'settled', jobId: lease.jobId, attempt: lease.attempt, state: 'ended', transition: 'unknown' });
         } else {
           this.lost ??= reply.reason;
