@@ -66,17 +66,16 @@ export function* dispatch(params: DispatchParams, env: OperationEnv): Plan<Dispa
     const slotCredit = () => (slots.get(type) ?? 0) - capacity.ofType(type);
     const credit = Math.min(slotCredit(), capacity.typeRoom(type));
     const queues: TenantQueue[] = [];
-    // A pair not read for releases (no credit, or its tenant at a limit) is read for one
-    // due job: whether something still waits (a pair may hold only delayed jobs).
-    const stillDue = function* (tenant: string) {
-      return (yield* run('selectWaitingJobs', { type, tenant, now, limit: 1 })).length > 0;
-    };
     let typeWaits = false;
     for (const { tenant } of ofType) {
       if (credit > 0 && !capacity.tenantFull(tenant, type)) {
         const jobs = yield* run('selectWaitingJobs', { type, tenant, now, limit: credit + keyLookahead });
         queues.push({ tenant, weight: weights.get(tenant) ?? 1, jobs });
-      } else if (!typeWaits && (yield* stillDue(tenant))) typeWaits = true;
+      } else if (!typeWaits) {
+        // Not read for releases (no credit, or the tenant at a limit): one due job says
+        // whether something still waits (a pair may hold only delayed jobs).
+        typeWaits = (yield* run('selectWaitingJobs', { type, tenant, now, limit: 1 })).length > 0;
+      }
     }
     if (queues.length > 0) {
       const chosen = chooseReleases(type, credit, queues, capacity);
