@@ -62,9 +62,14 @@ export class ConfirmPublisher {
     return !this.channelClosed && !this.deliberatelyClosed;
   }
 
-  /** Publishes straight to a queue; resolves on the confirm, rejects `unroutable` if there is no such queue. */
+  /**
+   * Publishes straight to a queue; resolves on the confirm, rejects `unroutable` if there is no such queue.
+   * A reply to a direct reply-to address is not mandatory: RabbitMQ returns every mandatory publish to
+   * one as unroutable, delivered or not (with its whole body), so the flag could tell nothing; a reply
+   * whose requester is gone is dropped by the broker, as an unroutable reply is by serveRequests.
+   */
   sendToQueue(queue: string, body: Buffer, properties: Options.Publish): Promise<void> {
-    return this.send(defaultExchange, queue, body, properties, true);
+    return this.send(defaultExchange, queue, body, properties, !queue.startsWith(`${directReplyTo}.`));
   }
 
   /** Publishes to an exchange; resolves on the confirm, whether or not a binding matched. */

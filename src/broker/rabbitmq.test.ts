@@ -115,6 +115,37 @@ describe('RabbitMqBroker', () => {
     }
   });
 
+  it('a reply to a direct reply-to address is confirmed, not refused as unroutable: delivered to a live requester, dropped for a gone one', async () => {
+    const broker = await RabbitMqBroker.connect({ url: rabbitUrl });
+    try {
+      const queue = queueName('requests');
+      await broker.declareQueue(queue);
+      const requests = new Inbox(true);
+      await broker.consume(queue, requests.handler, { prefetch: 10 });
+
+      // A requester of its own, as a worker is: it listens on direct reply-to and asks twice.
+      const requester = await admin.createChannel();
+      const replies: string[] = [];
+      await requester.consume('amq.rabbitmq.reply-to', (message) => message && replies.push(message.content.toString()), { noAck: true });
+      for (const n of [1, 2]) requester.sendToQueue(queue, Buffer.from(`q${n}`), { replyTo: 'amq.rabbitmq.reply-to', correlationId: `c${n}` });
+      const [first, second] = await requests.waitFor(2);
+      assert.ok(first!.replyTo?.startsWith('amq.rabbitmq.reply-to.'), first!.replyTo);
+
+      // RabbitMQ returns a mandatory publish to such an address even when it delivers it.
+      await broker.sendToQueue(first!.replyTo!, Buffer.from('r1'), { correlationId: first!.correlationId });
+      await eventually(
+        () => `the reply (got ${replies.join(',') || 'none'})`,
+        () => replies.includes('r1'),
+      );
+
+      await requester.close();
+      await broker.sendToQueue(second!.replyTo!, Buffer.from('r2'), { correlationId: second!.correlationId });
+      assert.deepEqual(replies, ['r1'], 'the gone requester’s reply went nowhere');
+    } finally {
+      await broker.close();
+    }
+  });
+
   it('a publish to a missing exchange fails alone with not_found; those caught with it fail retryably', async () => {
     const broker = await RabbitMqBroker.connect({ url: rabbitUrl });
     try {
