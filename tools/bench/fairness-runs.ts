@@ -8,15 +8,13 @@
 import type { FairnessRun } from './results.js';
 
 export const fairnessMeasurement: { measured: string; conditions: string; runs: FairnessRun[] } = {
-  measured: '2026-12-01',
-  conditions: 'on the 2-core machine above **while other work loaded it** (load average 10–22 throughout), runs of each mode interleaved',
+  measured: '2026-12-02',
+  conditions:
+    'on the 2-core machine above with nothing else running (the load average of 5–12 during the runs is the benchmark itself), runs of each mode interleaved',
   runs: [
-    { dispatch: 'fifo', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 28_800, p99: 28_900 }, jobsPerSecond: 166 },
-    { dispatch: 'fifo', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 42_200, p99: 42_500 }, jobsPerSecond: 115 },
-    { dispatch: 'fifo', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 35_500, p99: 35_600 }, jobsPerSecond: 136 },
-    { dispatch: 'fifo', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 29_900, p99: 30_100 }, jobsPerSecond: 161 },
-    { dispatch: 'fair', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 1_150, p99: 1_670 }, jobsPerSecond: 142 },
-    { dispatch: 'fair', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 1_120, p99: 1_740 }, jobsPerSecond: 153 },
-    { dispatch: 'fair', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 1_330, p99: 2_490 }, jobsPerSecond: 117 },
+    { dispatch: 'fifo', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 12_594, p99: 12_657 }, jobsPerSecond: 389 },
+    { dispatch: 'fifo', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 13_352, p99: 13_420 }, jobsPerSecond: 365 },
+    { dispatch: 'fair', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 272, p99: 425 }, jobsPerSecond: 365 },
+    { dispatch: 'fair', aJobs: 5000, bJobs: 50, slots: 32, bSubmitToStartMs: { p50: 224, p99: 432 }, jobsPerSecond: 393 },
   ],
 };
