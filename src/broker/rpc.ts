@@ -88,7 +88,8 @@ export function serveRequests(
       try {
         await broker.sendToQueue(replyTo, body, { correlationId, headers });
       } catch (error) {
-        // An unroutable reply means the requester is gone: the request is done with.
+        // An unroutable reply means the requester is gone: the request is done with. (Only the embedded
+        // broker says so; RabbitMQ drops a reply to a gone direct reply-to address, see ConfirmPublisher.sendToQueue.)
         // Otherwise the reply may not have gone out, so the request goes back for another try.
         if (!isBrokerError(error, 'unroutable')) {
           delivery.nack({ requeue: true });
